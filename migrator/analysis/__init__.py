@@ -1,0 +1,345 @@
+"""What rules need to know about one script, computed once per pass; rules only read it.
+
+Nothing here edits the tree. `analyze()` runs one collecting traversal plus LibCST's
+parent and position metadata, then derives roles, the training block, the prepare plan,
+device variables and moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, ParentNodeProvider, PositionProvider
+
+from migrator.analysis.collect import Binding, Facts, collect
+from migrator.analysis.device import DeviceMove, DeviceVariable, device_move, device_variables
+from migrator.analysis.loop import Block, backward_loops, batch_names, enclosing_block, training_functions
+from migrator.analysis.names import ImportTable, dotted_name
+from migrator.analysis.plan import LenUse, PreparePlan, len_uses, make_plan
+from migrator.analysis.roles import Role, RoleTable, assign_roles, peel_moves
+
+ACCELERATOR_NAME = "accelerator"
+
+__all__ = [
+    "ACCELERATOR_NAME",
+    "Block",
+    "DeviceMove",
+    "DeviceVariable",
+    "LenUse",
+    "PreparePlan",
+    "Role",
+    "ScriptAnalysis",
+    "SetupPlan",
+    "analyze",
+    "dotted_name",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class SetupPlan:
+    """Where `accelerator = Accelerator()` goes: before `before` in `block`."""
+
+    block: Block
+    before: cst.BaseStatement
+
+
+@dataclass(frozen=True, eq=False)
+class PrepareCall:
+    """An existing `... = accelerator.prepare(...)`."""
+
+    call: cst.Call
+    statement: cst.CSTNode
+    args: tuple[str | None, ...]
+    targets: tuple[str | None, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class ScriptAnalysis:
+    """Read-only facts about one module. Every node it mentions belongs to `module`."""
+
+    module: cst.Module
+    facts: Facts
+    roles: RoleTable
+    accelerator_names: tuple[str, ...]
+    prepare_calls: tuple[PrepareCall, ...]
+    training_block: Block | None
+    first_training_use: int | None
+    setup: SetupPlan | None
+    plan: PreparePlan | None
+    device_variables: tuple[DeviceVariable, ...]
+    device_moves: tuple[DeviceMove, ...]
+    droppable_moves: frozenset[int]
+    surviving_device_uses: Mapping[str, int]
+    lens: tuple[LenUse, ...]
+    _positions: Mapping[cst.CSTNode, CodeRange]
+    _parents: Mapping[cst.CSTNode, cst.CSTNode]
+
+    # lookups ---------------------------------------------------------------------
+    @property
+    def imports(self) -> ImportTable:
+        return self.facts.imports
+
+    @property
+    def accelerator(self) -> str:
+        """The name migrated code uses for the Accelerator."""
+        return self.accelerator_names[0] if self.accelerator_names else ACCELERATOR_NAME
+
+    @property
+    def has_accelerator(self) -> bool:
+        return bool(self.accelerator_names)
+
+    @property
+    def migrating(self) -> bool:
+        """True when the file has or is about to get an Accelerator."""
+        return self.has_accelerator or self.setup is not None
+
+    @property
+    def prepared(self) -> frozenset[str]:
+        """Names that are (or by the plan will be) returned by prepare()."""
+        names = {t for p in self.prepare_calls for t in p.targets if t}
+        if self.plan is not None:
+            names |= self.plan.names
+        return frozenset(names)
+
+    def position(self, node: cst.CSTNode) -> CodeRange:
+        return self._positions[node]
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self._parents.get(node)
+
+    def statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The smallest statement (a small statement, or a compound one) around `node`."""
+        current: cst.CSTNode | None = node
+        while current is not None and not isinstance(
+            current, (cst.BaseSmallStatement, cst.BaseCompoundStatement)
+        ):
+            current = self.parent(current)
+        return current
+
+    def line_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The whole statement line around `node` (SimpleStatementLine or compound)."""
+        current = self.statement_of(node)
+        if isinstance(current, cst.BaseSmallStatement):
+            return self.parent(current)
+        return current
+
+    def scope_of(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The nearest enclosing FunctionDef, or the Module."""
+        current = self.parent(node)
+        while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+            current = self.parent(current)
+        return current or self.module
+
+    def binds(self, scope: cst.CSTNode, name: str) -> bool:
+        """Whether `scope` binds `name` (assignment, loop target or parameter)."""
+        if isinstance(scope, cst.FunctionDef) and name in self.facts.params.get(id(scope), ()):
+            return True
+        return any(b.scope is scope and b.name == name for b in self.facts.bindings)
+
+
+def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
+    """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy)."""
+    module = wrapper.module
+    parents = wrapper.resolve(ParentNodeProvider)
+    positions = wrapper.resolve(PositionProvider)
+    parent = parents.get
+    facts = collect(module)
+    loops_with_backward = backward_loops(facts)
+    roles = assign_roles(facts, loops_with_backward)
+    acc_names = _accelerator_names(facts)
+    prepare_calls = _prepare_calls(facts, acc_names, parent)
+    block = _training_block(facts, roles, parent)
+    first_use = _first_training_use(facts, block, loops_with_backward, parent) if block else None
+    lens = len_uses(facts, roles, block, parent)
+    plan = None
+    if block is not None and not prepare_calls and not acc_names:
+        plan = make_plan(facts, roles, block, first_use, lens, parent)
+    prepared = {t for p in prepare_calls for t in p.targets if t} | (plan.names if plan else set())
+    dev_vars = device_variables(facts)
+    dev_names = {v.name for v in dev_vars} | {"device"}
+    moves = [m for c in facts.calls if (m := device_move(c.node, dev_names, facts.imports))]
+    droppable = _droppable(facts, roles, moves, prepared, parent)
+    surviving = _surviving_uses(facts, dev_vars, moves, droppable)
+    setup = None
+    if block is not None and not acc_names:
+        setup = _setup_plan(module, block, dev_vars, surviving)
+    return ScriptAnalysis(
+        module=module,
+        facts=facts,
+        roles=roles,
+        accelerator_names=acc_names,
+        prepare_calls=prepare_calls,
+        training_block=block,
+        first_training_use=first_use,
+        setup=setup,
+        plan=plan,
+        device_variables=tuple(dev_vars),
+        device_moves=tuple(moves),
+        droppable_moves=frozenset(droppable),
+        surviving_device_uses=surviving,
+        lens=tuple(lens),
+        _positions=positions,
+        _parents=parents,
+    )
+
+
+def _accelerator_names(facts: Facts) -> tuple[str, ...]:
+    names = []
+    for b in facts.bindings:
+        value = b.value
+        if isinstance(value, cst.Call):
+            qualified = facts.imports.qualify(value.func) or dotted_name(value.func) or ""
+            if qualified.split(".")[-1] == "Accelerator" and b.name not in names:
+                names.append(b.name)
+    return tuple(names)
+
+
+def _prepare_calls(facts: Facts, acc_names, parent) -> tuple[PrepareCall, ...]:
+    out = []
+    for c in facts.calls:
+        if c.func and c.func.rpartition(".")[0] in acc_names and c.func.endswith(".prepare"):
+            stmt = c.node
+            while stmt is not None and not isinstance(stmt, cst.BaseSmallStatement):
+                stmt = parent(stmt)
+            targets: tuple[str | None, ...] = ()
+            if isinstance(stmt, cst.Assign) and stmt.value is c.node:
+                t = stmt.targets[0].target
+                elements = t.elements if isinstance(t, (cst.Tuple, cst.List)) else [t]
+                targets = tuple(dotted_name(getattr(e, "value", e)) for e in elements)
+            args = tuple(dotted_name(a.value) for a in c.node.args)
+            out.append(PrepareCall(c.node, stmt, args, targets))
+    return tuple(out)
+
+
+def _training_block(facts: Facts, roles: RoleTable, parent) -> Block | None:
+    optimizers = [b for b in facts.bindings if roles.of(b.name) is Role.OPTIMIZER]
+    for b in optimizers:
+        block = enclosing_block(b.statement, parent)
+        if block is not None:
+            return block
+    return None
+
+
+def _first_training_use(facts: Facts, block: Block, loops: set[int], parent) -> int | None:
+    trainers = training_functions(facts)
+    indices = []
+    for loop in facts.loops:
+        if id(loop.node) in loops:
+            indices.append(block.index_of(loop.node, parent))
+    for c in facts.calls:
+        func = c.node.func
+        if isinstance(func, cst.Name) and func.value in trainers:
+            indices.append(block.index_of(c.node, parent))
+        elif isinstance(func, cst.Attribute) and func.attr.value == "backward":
+            indices.append(block.index_of(c.node, parent))
+    found = [i for i in indices if i is not None]
+    return min(found) if found else None
+
+
+def _droppable(facts: Facts, roles: RoleTable, moves, prepared, parent) -> set[int]:
+    """ids of move calls that prepare() makes redundant: moves of prepared models (or of
+    their construction) and of batches from dataloader loops."""
+    loop_batches: dict[int, set[str]] = {}
+    loader_ok: dict[int, bool] = {}
+    for loop in facts.loops:
+        name = loop.iter_name
+        is_loader = roles.of(name) is Role.DATALOADER
+        from_param = isinstance(loop.scope, cst.FunctionDef) and name in facts.params.get(id(loop.scope), ())
+        loader_ok[id(loop.node)] = is_loader and (name in prepared or from_param)
+        loop_batches[id(loop.node)] = batch_names(loop, facts) if loader_ok[id(loop.node)] else set()
+    prepared_values = {
+        id(b.value) for b in facts.bindings if b.name in prepared and b.value is not None
+    }
+    calls = {id(c.node): c for c in facts.calls}
+    out: set[int] = set()
+    for move in moves:
+        receiver = dotted_name(move.receiver)
+        if receiver in prepared and roles.of(receiver) is Role.MODEL:
+            out.add(id(move.call))
+            continue
+        if _is_prepared_construction(move.call, prepared_values, parent):
+            out.add(id(move.call))
+            continue
+        fact = calls.get(id(move.call))
+        batch = set().union(*(loop_batches.get(id(l), set()) for l in fact.loops)) if fact else set()
+        if batch and _from_batch(move, batch, parent):
+            out.add(id(move.call))
+    return out
+
+
+def _is_prepared_construction(call: cst.Call, prepared_values: set[int], parent) -> bool:
+    """`model = Net().to(device)`: the move sits in the value chain of a prepared binding."""
+    current: cst.CSTNode | None = call
+    while current is not None:
+        if id(current) in prepared_values:
+            return True
+        up = parent(current)
+        if not (isinstance(up, cst.Attribute) or (isinstance(up, cst.Call) and up.func is current)):
+            return False
+        current = up
+    return False
+
+
+def _from_batch(move: DeviceMove, batch: set[str], parent) -> bool:
+    receiver = move.receiver
+    while isinstance(receiver, (cst.Subscript, cst.Attribute)):
+        if dotted_name(receiver) in batch:
+            return True
+        receiver = receiver.value
+    name = dotted_name(receiver)
+    if name in batch:
+        return True
+    current = parent(move.call)
+    while current is not None and not isinstance(current, cst.BaseStatement):
+        if isinstance(current, (cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+            comp = current.for_in
+            targets = {dotted_name(e.value) for e in comp.target.elements} if isinstance(comp.target, cst.Tuple) else {dotted_name(comp.target)}
+            source = comp.iter
+            if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and source.func.attr.value in {"items", "values"}:
+                source = source.func.value
+            if name in targets and dotted_name(source) in batch:
+                return True
+        current = parent(current)
+    return False
+
+
+def _surviving_uses(facts: Facts, dev_vars, moves, droppable) -> dict[str, int]:
+    dropped_args = {id(m.device_arg) for m in moves if id(m.call) in droppable and m.device_arg is not None}
+    names = {v.name for v in dev_vars}
+    counts = {n: 0 for n in names}
+    for load in facts.loads:
+        if load.name in names and id(load.node) not in dropped_args:
+            counts[load.name] += 1
+    return counts
+
+
+def _setup_plan(module: cst.Module, block: Block, dev_vars, surviving) -> SetupPlan | None:
+    for var in dev_vars:
+        if surviving.get(var.name) and var.binding.scope is module and block.scope is not module:
+            block = Block(module, module, module)
+            break
+    body = list(block.body)
+    index = 0
+    for i, stmt in enumerate(body):
+        if _is_preamble(stmt, first=(i == 0)):
+            index = i + 1
+        else:
+            break
+    if index >= len(body):
+        return None
+    return SetupPlan(block, body[index])
+
+
+def _is_preamble(stmt: cst.BaseStatement, first: bool) -> bool:
+    """Docstring, imports and `global` statements stay above the Accelerator."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if isinstance(small, (cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal)):
+            continue
+        if first and isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+            continue
+        return False
+    return True

@@ -1,0 +1,231 @@
+"""One traversal that records the raw facts every analysis step reads.
+
+Facts are plain records (bindings, calls, loops, name loads, functions), each tagged with
+the scope it lives in; nothing here decides what anything *is* (that is roles.py's job).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+import libcst as cst
+
+from migrator.analysis.names import ImportTable, dotted_name
+
+Scope = Union[cst.Module, cst.FunctionDef]
+
+
+@dataclass(frozen=True, eq=False)
+class Binding:
+    """`name = value` (or a tuple/for/with target): `name` is dotted, e.g. "self.model".
+
+    `element` is the value matched to this name when a tuple is unpacked from a tuple.
+    """
+
+    name: str
+    target: cst.CSTNode
+    value: cst.BaseExpression | None
+    statement: cst.CSTNode
+    scope: Scope
+    element: cst.BaseExpression | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class CallFact:
+    node: cst.Call
+    func: str | None  # dotted text of the callee, e.g. "optimizer.step"
+    qualified: str | None  # through imports, e.g. "torch.optim.SGD"
+    scope: Scope
+    loops: tuple[cst.For, ...]  # enclosing for-loops, outermost first
+
+
+@dataclass(frozen=True, eq=False)
+class LoopFact:
+    node: cst.For
+    iter_name: str | None  # the dotted name being iterated, through enumerate()/tqdm()
+    targets: tuple[str, ...]
+    scope: Scope
+
+
+@dataclass(frozen=True, eq=False)
+class NameLoad:
+    name: str
+    node: cst.Name
+    scope: Scope
+
+
+@dataclass
+class Facts:
+    imports: ImportTable = field(default_factory=ImportTable)
+    bindings: list[Binding] = field(default_factory=list)
+    calls: list[CallFact] = field(default_factory=list)
+    loops: list[LoopFact] = field(default_factory=list)
+    loads: list[NameLoad] = field(default_factory=list)
+    functions: dict[str, list[cst.FunctionDef]] = field(default_factory=dict)
+    classes: dict[str, cst.ClassDef] = field(default_factory=dict)
+    params: dict[int, tuple[str, ...]] = field(default_factory=dict)  # id(FunctionDef) → names
+    scope_of_function: dict[int, Scope] = field(default_factory=dict)
+    method_of: dict[int, cst.ClassDef] = field(default_factory=dict)
+
+
+_ITER_WRAPPERS = {"enumerate", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "iter", "zip"}
+
+
+def iterated_name(expr: cst.BaseExpression) -> str | None:
+    """The loader name behind `loader`, `enumerate(loader)`, `tqdm(loader, ...)`."""
+    while isinstance(expr, cst.Call) and expr.args:
+        func = dotted_name(expr.func) or ""
+        if func.split(".")[-1] not in {w.split(".")[-1] for w in _ITER_WRAPPERS}:
+            return None
+        expr = expr.args[0].value
+    return dotted_name(expr)
+
+
+def target_names(target: cst.BaseExpression) -> list[tuple[str, cst.CSTNode, int | None]]:
+    """Names bound by an assignment target, with their index when unpacked from a tuple."""
+    if isinstance(target, (cst.Tuple, cst.List)):
+        out = []
+        for i, el in enumerate(target.elements):
+            for name, node, _ in target_names(el.value):
+                out.append((name, node, i))
+        return out
+    if isinstance(target, cst.StarredElement):
+        return target_names(target.value)
+    name = dotted_name(target)
+    return [(name, target, None)] if name else []
+
+
+class Collector(cst.CSTVisitor):
+    """Walks the module once. Attribute tails, keyword names and parameter names are not
+    loads; everything else named is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.facts = Facts()
+        self._scopes: list[Scope] = []
+        self._loops: list[cst.For] = []
+        self._statement: list[cst.CSTNode] = []
+        self._classes: list[cst.ClassDef] = []
+        self._stores: set[int] = set()
+
+    # scopes -----------------------------------------------------------------
+    def visit_Module(self, node: cst.Module) -> None:
+        self._scopes.append(node)
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        f = self.facts
+        f.functions.setdefault(node.name.value, []).append(node)
+        f.scope_of_function[id(node)] = self._scopes[-1]
+        if self._classes and self._classes[-1].body.body and any(
+            s is node for s in self._classes[-1].body.body
+        ):
+            f.method_of[id(node)] = self._classes[-1]
+        params = node.params
+        every = [*params.posonly_params, *params.params, *params.kwonly_params]
+        for extra in (params.star_arg, params.star_kwarg):
+            if isinstance(extra, cst.Param):
+                every.append(extra)
+        f.params[id(node)] = tuple(p.name.value for p in every)
+        for p in every:
+            if p.default is not None:
+                p.default.visit(self)
+        for deco in node.decorators:
+            deco.visit(self)
+        self._scopes.append(node)
+        saved_loops, self._loops = self._loops, []
+        node.body.visit(self)
+        self._loops = saved_loops
+        self._scopes.pop()
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self.facts.classes[node.name.value] = node
+        for arg in node.bases:
+            arg.value.visit(self)
+        self._classes.append(node)
+        node.body.visit(self)
+        self._classes.pop()
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        node.body.visit(self)
+        return False
+
+    # statements ---------------------------------------------------------------
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self._statement.append(node)
+
+    def leave_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self._statement.pop()
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        self.facts.imports.add(node)
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        self.facts.imports.add(node)
+        return False
+
+    def _bind(self, target, value, statement) -> None:
+        elements = None
+        if isinstance(value, (cst.Tuple, cst.List)):
+            elements = [el.value for el in value.elements]
+        for name, node, index in target_names(target):
+            self._stores.add(id(node))
+            element = None
+            if elements is not None and index is not None and index < len(elements):
+                element = elements[index]
+            self.facts.bindings.append(
+                Binding(name, node, value, statement, self._scopes[-1], element)
+            )
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            self._bind(t.target, node.value, self._statement[-1])
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._bind(node.target, node.value, self._statement[-1])
+
+    def visit_For(self, node: cst.For) -> None:
+        names = tuple(n for n, _, _ in target_names(node.target))
+        self.facts.loops.append(
+            LoopFact(node, iterated_name(node.iter), names, self._scopes[-1])
+        )
+        self._bind(node.target, None, node)
+        self._loops.append(node)
+
+    def leave_For(self, node: cst.For) -> None:
+        self._loops.pop()
+
+    # expressions ----------------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        self.facts.calls.append(
+            CallFact(
+                node,
+                dotted_name(node.func),
+                self.facts.imports.qualify(node.func),
+                self._scopes[-1],
+                tuple(self._loops),
+            )
+        )
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if id(node) in self._stores:
+            return
+        self.facts.loads.append(NameLoad(node.value, node, self._scopes[-1]))
+
+
+def collect(module: cst.Module) -> Facts:
+    collector = Collector()
+    module.visit(collector)
+    return collector.facts

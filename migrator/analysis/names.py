@@ -1,0 +1,70 @@
+"""Import aliases → qualified names, from one look at the file's imports.
+
+Cheaper than LibCST's QualifiedNameProvider (which needs full scope analysis) and enough
+for what rules ask: "is this call torch.nn.utils.clip_grad_norm_, however it was imported?"
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+
+def dotted_name(node: cst.CSTNode) -> str | None:
+    """`a.b.c` for a chain of Names and Attributes, None for anything else."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def _module_name(node: cst.BaseExpression | None) -> str:
+    return dotted_name(node) or "" if node is not None else ""
+
+
+@dataclass
+class ImportTable:
+    """Local name → qualified name for every name an import statement binds."""
+
+    aliases: dict[str, str] = field(default_factory=dict)
+
+    def add(self, node: cst.Import | cst.ImportFrom) -> None:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = _module_name(alias.name)
+                if alias.asname is not None:
+                    self.aliases[dotted_name(alias.asname.name) or full] = full
+                else:
+                    head = full.split(".")[0]
+                    self.aliases[head] = head
+            return
+        if node.relative or isinstance(node.names, cst.ImportStar):
+            return
+        module = _module_name(node.module)
+        for alias in node.names:
+            name = dotted_name(alias.name) or ""
+            local = dotted_name(alias.asname.name) if alias.asname else name
+            self.aliases[local or name] = f"{module}.{name}"
+
+    def qualify(self, node: cst.CSTNode) -> str | None:
+        """The qualified name of an expression, resolved through the imports.
+
+        Returns None when the expression's head is not an imported name.
+        """
+        dotted = dotted_name(node)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        base = self.aliases.get(head)
+        if base is None:
+            return None
+        return f"{base}.{rest}" if rest else base
+
+    def local_names_for(self, qualified: str) -> list[str]:
+        """Local names bound to exactly `qualified` (used to find imports to drop)."""
+        return [local for local, full in self.aliases.items() if full == qualified]

@@ -1,0 +1,164 @@
+"""Where `accelerator.prepare(...)` goes and what it takes: the prepare plan.
+
+Shared by the prepare rule (which writes it), the device rules (a move of something that
+will be prepared can go) and len-before-prepare (which reports what placement could not
+fix). The scheduler convention lives here; see rules/am201 for the user-facing story.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import libcst as cst
+
+from migrator.analysis.collect import Binding, Facts
+from migrator.analysis.loop import Block
+from migrator.analysis.names import dotted_name
+from migrator.analysis.roles import Role, RoleTable, parameter_owners
+
+_ROLE_ORDER = (Role.MODEL, Role.OPTIMIZER, Role.DATALOADER, Role.SCHEDULER)
+
+
+@dataclass(frozen=True, eq=False)
+class PrepareGroup:
+    """One prepare statement: `names` in order, inserted after `after` (a block statement)."""
+
+    names: tuple[str, ...]
+    after: cst.BaseStatement
+
+
+@dataclass(frozen=True, eq=False)
+class LenUse:
+    """`len(loader)` of a dataloader, with the block index of its statement (or None)."""
+
+    call: cst.Call
+    loader: str
+    index: int | None
+
+
+@dataclass(frozen=True, eq=False)
+class PreparePlan:
+    block: Block
+    groups: tuple[PrepareGroup, ...]
+    left_out: tuple[tuple[str, str], ...] = field(default_factory=tuple)  # (name, why)
+
+    @property
+    def names(self) -> set[str]:
+        return {n for g in self.groups for n in g.names}
+
+
+@dataclass
+class _Candidate:
+    name: str
+    role: Role
+    index: int
+    binding: Binding
+
+
+def contains_len_of(expr: cst.CSTNode | None, loaders: set[str], values: dict[str, cst.CSTNode], depth: int = 0) -> bool:
+    """Does `expr` use `len(<loader>)`, directly or through a variable computed from it?"""
+    if expr is None or depth > 4:
+        return False
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            if dotted_name(node.func) == "len" and node.args and dotted_name(node.args[0].value) in loaders:
+                found = True
+
+        def visit_Name(self, node: cst.Name) -> None:
+            nonlocal found
+            if node.value in values and contains_len_of(values[node.value], loaders, values, depth + 1):
+                found = True
+
+    expr.visit(_Find())
+    return found
+
+
+def scheduler_steps_per_epoch(facts: Facts, name: str, loop_iters: dict[int, str | None], loaders: set[str]) -> bool:
+    """True when no `.step()` of this scheduler runs inside a loop over a dataloader."""
+    steps = [
+        c for c in facts.calls
+        if isinstance(c.node.func, cst.Attribute)
+        and c.node.func.attr.value == "step"
+        and dotted_name(c.node.func.value) == name
+    ]
+    if not steps:
+        return True
+    return not any(loop_iters.get(id(loop)) in loaders for c in steps for loop in c.loops)
+
+
+def len_uses(facts: Facts, roles: RoleTable, block: Block | None, parent: Callable) -> list[LenUse]:
+    loaders = set(roles.names(Role.DATALOADER))
+    uses = []
+    for c in facts.calls:
+        if c.func == "len" and len(c.node.args) == 1:
+            loader = dotted_name(c.node.args[0].value)
+            if loader in loaders:
+                index = block.index_of(c.node, parent) if block else None
+                uses.append(LenUse(c.node, loader, index))
+    return uses
+
+
+def make_plan(
+    facts: Facts,
+    roles: RoleTable,
+    block: Block,
+    first_use: int | None,
+    lens: list[LenUse],
+    parent: Callable,
+) -> PreparePlan | None:
+    """Choose what to prepare and where; None when there is nothing to prepare."""
+    loaders = set(roles.names(Role.DATALOADER))
+    values = {b.name: b.value for b in facts.bindings if b.scope is block.scope and b.value is not None}
+    loop_iters = {id(l.node): l.iter_name for l in facts.loops}
+    owners = {o for b in facts.bindings if roles.of(b.name) is Role.OPTIMIZER and isinstance(b.value, cst.Call) for o in parameter_owners(b.value)}
+    limit = first_use if first_use is not None else len(block.body)
+    latest: dict[str, _Candidate] = {}
+    for b in facts.bindings:
+        role = roles.of(b.name)
+        if role is None:
+            continue
+        index = block.index_of(b.statement, parent)
+        if index is None or index >= limit:
+            continue
+        latest[b.name] = _Candidate(b.name, role, index, b)
+    chosen: list[_Candidate] = []
+    left_out: list[tuple[str, str]] = []
+    for cand in latest.values():
+        if cand.role is Role.MODEL and owners and cand.name not in owners:
+            continue
+        if cand.role is Role.SCHEDULER:
+            value = cand.binding.element or cand.binding.value
+            if contains_len_of(value, loaders, values):
+                left_out.append((cand.name, "sized from len(dataloader): built after prepare from the per-process length"))
+                continue
+            if scheduler_steps_per_epoch(facts, cand.name, loop_iters, loaders):
+                left_out.append((cand.name, "stepped per epoch: it follows epochs, not batches"))
+                continue
+        chosen.append(cand)
+    if not chosen:
+        return None
+    chosen.sort(key=lambda c: (_ROLE_ORDER.index(c.role), c.index))
+    groups = _place(block, chosen, [u for u in lens if u.index is not None])
+    return PreparePlan(block, groups, tuple(left_out))
+
+
+def _place(block: Block, chosen: list[_Candidate], lens: list[LenUse]) -> tuple[PrepareGroup, ...]:
+    """One group after the last definition; split the dataloaders into an earlier group
+    when a `len(loader)` sits between their definition and the rest."""
+    anchor = max(c.index for c in chosen)
+    first_len = min((u.index for u in lens), default=None)
+    if first_len is None or first_len > anchor:
+        return (PrepareGroup(tuple(c.name for c in chosen), block.body[anchor]),)
+    early = [c for c in chosen if c.role is Role.DATALOADER]
+    rest = [c for c in chosen if c.role is not Role.DATALOADER]
+    if early and rest and max(c.index for c in early) < first_len:
+        early_anchor = max(c.index for c in early)
+        return (
+            PrepareGroup(tuple(c.name for c in early), block.body[early_anchor]),
+            PrepareGroup(tuple(c.name for c in rest), block.body[max(c.index for c in rest)]),
+        )
+    return (PrepareGroup(tuple(c.name for c in chosen), block.body[anchor]),)

@@ -1,0 +1,165 @@
+"""Which names are the model(s), optimizer(s), dataloader(s) and scheduler(s).
+
+Decided by construction (what a name is assigned from) and by use (whose parameters feed
+an optimizer, what a training loop iterates, what `.zero_grad()` is called on). Names are
+tracked by their dotted text, so `self.model` works like `model`.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+
+from migrator.analysis.collect import Binding, Facts
+from migrator.analysis.names import ImportTable, dotted_name
+
+
+class Role(enum.Enum):
+    MODEL = "model"
+    OPTIMIZER = "optimizer"
+    DATALOADER = "dataloader"
+    SCHEDULER = "scheduler"
+
+
+_MODEL_FACTORIES = ("torchvision.models.", "timm.create_model", "transformers.")
+_EXTRA_OPTIMIZERS = {"AdamW", "Adafactor", "Lion", "LAMB", "Lamb", "AdamW8bit", "Adam8bit", "SGD"}
+_SCHEDULER_FACTORY = re.compile(r"^get_(\w*_)?schedule(r)?(_\w*)?$")
+_PASSTHROUGH_METHODS = {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval"}
+
+
+def peel_moves(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`Net().to(device).cuda()` → `Net()`: what the value is before it was moved or cast."""
+    while (
+        isinstance(expr, cst.Call)
+        and isinstance(expr.func, cst.Attribute)
+        and expr.func.attr.value in _PASSTHROUGH_METHODS
+    ):
+        expr = expr.func.value
+    return expr
+
+
+def module_classes(facts: Facts) -> set[str]:
+    """Classes defined in this file that are (transitively) torch.nn.Module subclasses."""
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, cls in facts.classes.items():
+            if name in found:
+                continue
+            for base in cls.bases:
+                qualified = facts.imports.qualify(base.value) or ""
+                local = dotted_name(base.value) or ""
+                if qualified.startswith("torch.nn.") or local in found:
+                    found.add(name)
+                    changed = True
+                    break
+    return found
+
+
+def role_of_value(
+    value: cst.BaseExpression | None, imports: ImportTable, local_models: set[str]
+) -> Role | None:
+    """The role a freshly constructed value plays, from its constructor alone."""
+    if value is None:
+        return None
+    value = peel_moves(value)
+    if not isinstance(value, cst.Call):
+        return None
+    func = dotted_name(value.func) or ""
+    qualified = imports.qualify(value.func) or func
+    last = qualified.split(".")[-1]
+    if qualified.startswith("torch.optim.lr_scheduler.") or _SCHEDULER_FACTORY.match(last):
+        return Role.SCHEDULER
+    if qualified.startswith("torch.optim.") and last[:1].isupper():
+        return Role.OPTIMIZER
+    if last in _EXTRA_OPTIMIZERS and not qualified.startswith("torch."):
+        return Role.OPTIMIZER
+    if last == "DataLoader":
+        return Role.DATALOADER
+    if func in local_models:
+        return Role.MODEL
+    if qualified.startswith("torch.nn.") and last[:1].isupper():
+        excluded = ("torch.nn.utils", "torch.nn.functional", "torch.nn.parallel", "torch.nn.parameter")
+        if not qualified.startswith(excluded) and last not in {"DataParallel", "Parameter"}:
+            return Role.MODEL
+    if qualified.startswith(_MODEL_FACTORIES) and (
+        last == "from_pretrained" or last == "create_model" or qualified.startswith("torchvision")
+    ):
+        return Role.MODEL
+    return None
+
+
+def parameter_owners(call: cst.Call) -> list[str]:
+    """Names whose `.parameters()` feed this optimizer call: `SGD(model.parameters())`."""
+    owners: list[str] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in {
+                "parameters",
+                "named_parameters",
+            }:
+                name = dotted_name(node.func.value)
+                if name:
+                    owners.append(name)
+
+    for arg in call.args:
+        if arg.keyword is None or arg.keyword.value in {"params", "param_groups"}:
+            arg.value.visit(_Find())
+    return owners
+
+
+@dataclass(frozen=True)
+class RoleTable:
+    """name → role, decided once for the whole file."""
+
+    roles: dict[str, Role]
+
+    def of(self, name: str | None) -> Role | None:
+        return self.roles.get(name) if name else None
+
+    def names(self, role: Role) -> list[str]:
+        return [n for n, r in self.roles.items() if r is role]
+
+
+def assign_roles(facts: Facts, backward_loops: set[int]) -> RoleTable:
+    """Construction first, then use; a name keeps the first role it gets."""
+    local_models = module_classes(facts)
+    roles: dict[str, Role] = {}
+    for b in facts.bindings:
+        role = role_of_value(b.element if b.element is not None else b.value, facts.imports, local_models)
+        if role is not None and b.name not in roles:
+            roles[b.name] = role
+    for b in facts.bindings:
+        value = b.element if b.element is not None else b.value
+        if roles.get(b.name) is Role.OPTIMIZER and isinstance(value, cst.Call):
+            for owner in parameter_owners(value):
+                roles.setdefault(owner, Role.MODEL)
+    _roles_by_use(facts, roles, backward_loops)
+    return RoleTable(roles)
+
+
+def _roles_by_use(facts: Facts, roles: dict[str, Role], backward_loops: set[int]) -> None:
+    zero_grad = {
+        dotted_name(c.node.func.value)
+        for c in facts.calls
+        if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "zero_grad"
+    }
+    for name in zero_grad:
+        if name and name not in roles and not name.endswith(("model", "net")):
+            roles[name] = Role.OPTIMIZER
+    for loop in facts.loops:
+        if loop.iter_name and loop.iter_name not in roles and id(loop.node) in backward_loops:
+            roles[loop.iter_name] = Role.DATALOADER
+    for loop in facts.loops:
+        name = loop.iter_name
+        if name and name not in roles and re.search(r"(loader|_dl$|^dl_|^dl$)", name):
+            roles[name] = Role.DATALOADER
+
+
+def bindings_of(facts: Facts, name: str) -> list[Binding]:
+    return [b for b in facts.bindings if b.name == name]

@@ -1,0 +1,71 @@
+"""AM001: a training script without an Accelerator."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis import ACCELERATOR_NAME
+from migrator.edits import ImportChange, insert_before
+from migrator.rule import Example, FixAvailability, Rule
+
+
+class MissingAccelerator(Rule):
+    """## What it does
+    Finds a script that trains (it builds an optimizer) but creates no `Accelerator`, and
+    adds `from runtime import Accelerator` beside the imports and
+    `accelerator = Accelerator()` as early as possible in the scope that trains: module
+    level for a flat script, the top of `main()` (or whichever function builds the model
+    and the loop), or the top of an `if __name__ == "__main__":` block.
+
+    ## Why is this bad?
+    Every other step of the migration (`prepare`, `backward`, device placement) goes
+    through the Accelerator; without it the script runs on one device in one process.
+
+    ## Example
+    ```python
+    import torch
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ```
+
+    Use instead:
+    ```python
+    import torch
+    from runtime import Accelerator
+
+    accelerator = Accelerator()
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    ```
+
+    ## Known limits
+    When a device variable is defined at module level but training happens in a
+    function, the Accelerator is created at module level so that
+    `device = accelerator.device` can keep working.
+    """
+
+    code = "AM001"
+    name = "missing-accelerator"
+    message = "Training script has no Accelerator"
+    fix_title = "Create `accelerator = Accelerator()` where training is set up"
+    fix = FixAvailability.ALWAYS
+    examples = (
+        Example(
+            before="import torch\n\ndef main():\n    model = torch.nn.Linear(2, 2)\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+            after="import torch\nfrom runtime import Accelerator\n\ndef main():\n    accelerator = Accelerator()\n    model = torch.nn.Linear(2, 2)\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    model, opt = accelerator.prepare(model, opt)\n",
+            at=("4:5",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        setup = self.analysis.setup
+        if setup is None:
+            return
+        statement = cst.parse_statement(f"{ACCELERATOR_NAME} = Accelerator()\n")
+        if isinstance(setup.block.owner, cst.Module) and setup.before is not setup.block.body[0]:
+            statement = statement.with_changes(leading_lines=[cst.EmptyLine()])
+        self.report(
+            setup.before,
+            edits=[insert_before(setup.before, statement)],
+            add_imports=[ImportChange(self.ctx.target.module, "Accelerator")],
+        )

@@ -1,0 +1,119 @@
+"""AM002: a function uses `accelerator` but cannot see it."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.edits import replace
+from migrator.rule import Example, FixAvailability, Rule
+
+
+class AcceleratorOutOfScope(Rule):
+    """## What it does
+    Finds functions that use `accelerator` (because the migration wrote
+    `accelerator.backward(loss)` into `def train(model, device, loader, optimizer)`) while
+    the Accelerator is created inside another function (`main()`). It adds a
+    keyword-only parameter `accelerator` to the function and passes
+    `accelerator=accelerator` at every call in the file.
+
+    ## Why is this bad?
+    Without it the first training step raises `NameError: name 'accelerator' is not
+    defined`.
+
+    ## Why a keyword-only parameter
+    A global Accelerator would be created at import time and hide the dependency. A
+    keyword-only parameter keeps every existing positional call working, shows the
+    dependency in the signature, and fails loudly (`missing keyword argument
+    'accelerator'`) at a caller in another file instead of training on one device.
+
+    ## Example
+    ```python
+    def train(model, loader, optimizer):
+        accelerator.backward(loss)
+    def main():
+        accelerator = Accelerator()
+        train(model, loader, optimizer)
+    ```
+
+    Use instead:
+    ```python
+    def train(model, loader, optimizer, *, accelerator):
+        accelerator.backward(loss)
+    def main():
+        accelerator = Accelerator()
+        train(model, loader, optimizer, accelerator=accelerator)
+    ```
+
+    ## Known limits
+    Methods, functions passed around as values, and functions taking `**kwargs` are
+    reported, not changed.
+    """
+
+    code = "AM002"
+    name = "accelerator-out-of-scope"
+    message = "`{function}` uses `{accelerator}` but cannot see it"
+    fix_title = "Pass the Accelerator as a keyword-only parameter"
+    fix = FixAvailability.SOMETIMES
+    examples = (
+        Example(
+            before=(
+                "from runtime import Accelerator\n\ndef step(loss):\n    accelerator.backward(loss)\n\n"
+                "def main():\n    accelerator = Accelerator()\n    step(1)\n"
+            ),
+            after=(
+                "from runtime import Accelerator\n\ndef step(loss, *, accelerator):\n    accelerator.backward(loss)\n\n"
+                "def main():\n    accelerator = Accelerator()\n    step(1, accelerator=accelerator)\n"
+            ),
+            at=("3:1",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        name = analysis.accelerator
+        if analysis.binds(analysis.module, name):
+            return
+        facts = analysis.facts
+        needy = {
+            id(load.scope): load.scope
+            for load in facts.loads
+            if load.name == name and isinstance(load.scope, cst.FunctionDef)
+            and not analysis.binds(load.scope, name)
+        }
+        for function in needy.values():
+            self._report(function, name)
+
+    def _report(self, function: cst.FunctionDef, name: str) -> None:
+        analysis = self.analysis
+        facts = analysis.facts
+        fname = function.name.value
+        fields = {"function": fname, "accelerator": name}
+        calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == fname]
+        call_ids = {id(c.node.func) for c in calls}
+        other_uses = [l for l in facts.loads if l.name == fname and id(l.node) not in call_ids]
+        fixable = (
+            id(function) not in facts.method_of
+            and not isinstance(function.params.star_kwarg, cst.Param)
+            and len(facts.functions.get(fname, [])) == 1
+            and not other_uses
+        )
+        if not fixable:
+            self.report(function, **fields)
+            return
+        edits = [replace(function.params, _with_keyword_param(function.params, name))]
+        for call in calls:
+            arg = cst.Arg(cst.Name(name), keyword=cst.Name(name), equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+            args = list(call.node.args)
+            if args:
+                args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            edits.append(replace(call.node, call.node.with_changes(args=[*args, arg])))
+        self.report(function, edits=edits, **fields)
+
+
+def _with_keyword_param(params: cst.Parameters, name: str) -> cst.Parameters:
+    new = cst.Param(cst.Name(name))
+    star = params.star_arg
+    if not isinstance(star, cst.Param) and not params.kwonly_params:
+        star = cst.ParamStar()
+    return params.with_changes(star_arg=star, kwonly_params=[*params.kwonly_params, new])

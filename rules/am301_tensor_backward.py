@@ -1,0 +1,83 @@
+"""AM301: `loss.backward()` instead of `accelerator.backward(loss)`."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis import dotted_name
+from migrator.cst import attr_call, with_clean_commas
+from migrator.edits import replace
+from migrator.rule import Example, FixAvailability, Rule
+
+_POSITIONAL = ("gradient", "retain_graph", "create_graph", "inputs")
+
+
+class TensorBackward(Rule):
+    """## What it does
+    Rewrites `loss.backward(...)` to `accelerator.backward(loss, ...)`, keeping keyword
+    arguments and any expression: `(loss / accum).backward(retain_graph=True)` becomes
+    `accelerator.backward(loss / accum, retain_graph=True)`. Positional arguments of
+    `Tensor.backward` become keywords.
+
+    ## Why is this bad?
+    The Accelerator's `backward` scales the loss under fp16 mixed precision and divides
+    it for gradient accumulation; a plain `backward()` skips both, so fp16 gradients
+    underflow and accumulated gradients are too large.
+
+    ## Example
+    ```python
+    loss.backward()
+    ```
+
+    Use instead:
+    ```python
+    accelerator.backward(loss)
+    ```
+    """
+
+    code = "AM301"
+    name = "tensor-backward"
+    message = "`{receiver}.backward()` bypasses the Accelerator"
+    fix_title = "Use `accelerator.backward(loss)`"
+    fix = FixAvailability.ALWAYS
+    examples = (
+        Example(
+            before=(
+                "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "def step(loss):\n    (loss / 2).backward(retain_graph=True)\n"
+            ),
+            after=(
+                "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "def step(loss):\n    accelerator.backward(loss / 2, retain_graph=True)\n"
+            ),
+            at=("6:5",),
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value != "backward":
+            return
+        analysis = self.analysis
+        if not analysis.migrating:
+            return
+        receiver = func.value
+        name = dotted_name(receiver)
+        if name in analysis.accelerator_names or (analysis.imports.qualify(receiver) or "").startswith("torch"):
+            return
+        if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value == "scale":
+            return  # scaler.scale(loss).backward() belongs to the mixed-precision rules
+        args = [cst.Arg(receiver.with_changes(lpar=[], rpar=[]))]
+        for i, arg in enumerate(node.args):
+            if arg.keyword is None and arg.star == "" and i < len(_POSITIONAL):
+                arg = arg.with_changes(keyword=cst.Name(_POSITIONAL[i]), equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+            args.append(arg)
+        new = attr_call(analysis.accelerator, "backward", with_clean_commas(_with_commas(args)))
+        shown = cst.Module([]).code_for_node(receiver)
+        self.report(node, edits=[replace(node, new)], receiver=shown if len(shown) < 40 else "loss")
+
+
+def _with_commas(args: list[cst.Arg]) -> list[cst.Arg]:
+    comma = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    return [a.with_changes(comma=comma) for a in args]

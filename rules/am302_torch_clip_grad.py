@@ -1,0 +1,82 @@
+"""AM302: `torch.nn.utils.clip_grad_norm_/value_` instead of the Accelerator's."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.edits import ImportChange, replace
+from migrator.rule import Example, FixAvailability, Rule
+
+_CLIPS = {
+    "torch.nn.utils.clip_grad_norm_": "clip_grad_norm_",
+    "torch.nn.utils.clip_grad_norm": "clip_grad_norm_",
+    "torch.nn.utils.clip_grad.clip_grad_norm_": "clip_grad_norm_",
+    "torch.nn.utils.clip_grad.clip_grad_norm": "clip_grad_norm_",
+    "torch.nn.utils.clip_grad_value_": "clip_grad_value_",
+    "torch.nn.utils.clip_grad.clip_grad_value_": "clip_grad_value_",
+}
+
+
+class TorchClipGrad(Rule):
+    """## What it does
+    Rewrites `torch.nn.utils.clip_grad_norm_(...)` and `clip_grad_value_(...)` — under
+    any import spelling (`nn.utils.clip_grad_norm_`, `from torch.nn.utils import
+    clip_grad_norm_`, aliases, the deprecated `clip_grad_norm`) — to
+    `accelerator.clip_grad_norm_(...)` / `accelerator.clip_grad_value_(...)`, and drops
+    imports left unused. Names are resolved through the file's imports, never by text.
+
+    ## Why is this bad?
+    Under fp16 the gradients are scaled: clipping them before they are unscaled clips
+    at the wrong norm. The Accelerator unscales first, and skips clipping on
+    accumulation micro-steps.
+
+    ## Example
+    ```python
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    ```
+
+    Use instead:
+    ```python
+    accelerator.clip_grad_norm_(model.parameters(), 1.0)
+    ```
+    """
+
+    code = "AM302"
+    name = "torch-clip-grad"
+    message = "`{func}` clips without the Accelerator"
+    fix_title = "Use `accelerator.{method}`"
+    fix = FixAvailability.ALWAYS
+    examples = (
+        Example(
+            before=(
+                "import torch\nfrom torch.nn.utils import clip_grad_norm_ as clip\nfrom runtime import Accelerator\n\n"
+                "accelerator = Accelerator()\nmodel = torch.nn.Linear(2, 2)\nclip(model.parameters(), 1.0)\n"
+            ),
+            after=(
+                "import torch\nfrom runtime import Accelerator\n\n"
+                "accelerator = Accelerator()\nmodel = torch.nn.Linear(2, 2)\naccelerator.clip_grad_norm_(model.parameters(), 1.0)\n"
+            ),
+            at=("7:1",),
+        ),
+    )
+
+    def visit_Call(self, node: cst.Call) -> None:
+        analysis = self.analysis
+        if not analysis.migrating:
+            return
+        qualified = analysis.imports.qualify(node.func)
+        method = _CLIPS.get(qualified or "")
+        if method is None:
+            return
+        new_func = cst.Attribute(value=cst.Name(analysis.accelerator), attr=cst.Name(method))
+        removals = []
+        if isinstance(node.func, cst.Name):
+            module, _, name = qualified.rpartition(".")
+            alias = node.func.value if node.func.value != name else None
+            removals.append(ImportChange(module, name, alias))
+        self.report(
+            node,
+            edits=[replace(node.func, new_func)],
+            remove_imports=removals,
+            func=cst.Module([]).code_for_node(node.func),
+        )
