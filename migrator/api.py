@@ -40,7 +40,9 @@ def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | 
         message = f"internal error ({type(exc).__name__}: {exc}); please report this bug"
         return FileResult(path, FileStatus.FAILED, before, error=_error(path, 1, 1, "E999", message))
     status = FileStatus.CHANGED if after != before else FileStatus.UNCHANGED
-    return FileResult(path, status, before, after, outcome.findings, encoding=module.encoding)
+    return FileResult(
+        path, status, before, after, outcome.findings, encoding=module.encoding, touched_lines=outcome.touched_lines
+    )
 
 
 def python_files(paths: Iterable[str]) -> Iterator[str]:

@@ -7,7 +7,8 @@ files.py's job and turning results into output is render/'s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import difflib
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import libcst as cst
@@ -30,8 +31,37 @@ class VerificationError(Exception):
 
 @dataclass(frozen=True)
 class EngineOutcome:
+    """The migrated module, its findings, and the original lines that edits touched."""
+
     module: cst.Module
     findings: tuple[Finding, ...]
+    touched_lines: frozenset[int] = field(default_factory=frozenset)
+
+
+class _LineMap:
+    """Maps line numbers of the current pass's text back to the original file's, so
+    fixed findings point at the lines the user wrote."""
+
+    def __init__(self, code: str) -> None:
+        self._lines = code.splitlines()
+        self._to_original: list[int] = list(range(1, len(self._lines) + 1))
+
+    def original(self, line: int) -> int:
+        if not self._to_original:
+            return 1
+        return self._to_original[min(max(line, 1), len(self._to_original)) - 1]
+
+    def advance(self, code: str) -> None:
+        new = code.splitlines()
+        mapping: list[int] = []
+        matcher = difflib.SequenceMatcher(a=self._lines, b=new)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            for k in range(j2 - j1):
+                if tag == "equal" or (tag == "replace" and i1 + k < i2):
+                    mapping.append(self._to_original[i1 + k])
+                else:
+                    mapping.append(self._to_original[i1 - 1] if i1 > 0 else 1)
+        self._lines, self._to_original = new, mapping
 
 
 def _finding(path: str, analysis: ScriptAnalysis, report: Report, fixed: bool) -> Finding:
@@ -81,20 +111,35 @@ def migrate_module(
     their position in the returned module.
     """
     fixed: list[Finding] = []
+    touched: set[int] = set()
+    lines = _LineMap(module.code) if config.fix else None
     for _ in range(MAX_PASSES):
         analysis, reports = _run_rules(module, rules, config)
-        if not config.fix:
+        if lines is None:
             return EngineOutcome(module, tuple(_finding(path, analysis, r, False) for r in reports))
         plan = EditPlan(span_of=analysis.position)
         accepted = [r for r in reports if _fix_allowed(r, config) and plan.try_accept(r.fix)]
         if not accepted:
             remaining = [_finding(path, analysis, r, False) for r in reports]
-            return EngineOutcome(module, tuple(fixed + remaining))
-        fixed.extend(_finding(path, analysis, r, True) for r in accepted)
+            return EngineOutcome(module, tuple(fixed + remaining), frozenset(touched))
+        for report in accepted:
+            fixed.append(_at_original(_finding(path, analysis, report, True), lines))
+        for fix in plan.accepted:
+            for edit in fix.edits:
+                if edit.replaces:
+                    rng = analysis.position(edit.node)
+                    touched.update(lines.original(n) for n in range(rng.start.line, rng.end.line + 1))
         module = apply_imports(apply_edits(module, plan.accepted), plan.accepted)
+        lines.advance(module.code)
     analysis, reports = _run_rules(module, rules, config)
     remaining = [_finding(path, analysis, r, False) for r in reports]
-    return EngineOutcome(module, tuple(fixed + remaining))
+    return EngineOutcome(module, tuple(fixed + remaining), frozenset(touched))
+
+
+def _at_original(finding: Finding, lines: _LineMap) -> Finding:
+    start = Position(lines.original(finding.start.line), finding.start.col)
+    end = Position(max(start.line, lines.original(finding.end.line)), finding.end.col)
+    return replace(finding, start=start, end=end)
 
 
 def verify(code: str, path: str) -> None:

@@ -79,6 +79,7 @@ class FileResult:
     findings: tuple[Finding, ...] = field(default_factory=tuple)
     error: Finding | None = None
     encoding: str = "utf-8"
+    touched_lines: frozenset[int] = frozenset()  # original lines that accepted edits replaced
 
     @property
     def changed(self) -> bool:
