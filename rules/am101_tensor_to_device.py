@@ -84,10 +84,10 @@ class TensorToDevice(Rule):
             ),
             after=(
                 "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
-                "model = torch.nn.Linear(2, 2).cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "model = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
                 "model, opt = accelerator.prepare(model, opt)\n"
             ),
-            at=("8:1",),
+            at=("5:9", "8:1"),
         ),
     )
 
