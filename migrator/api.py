@@ -18,15 +18,39 @@ def _error(path: str, line: int, col: int, code: str, message: str) -> Finding:
     return Finding(path, Position(line, col), Position(line, col), code, code.lower(), message, severity=Severity.ERROR)
 
 
+def _byte_place(source: str | bytes, offset: int) -> tuple[int, int]:
+    """1-based line and column of a byte offset (for undecodable input)."""
+    data = source if isinstance(source, bytes) else source.encode()
+    head = data[:offset]
+    return head.count(b"\n") + 1, offset - (head.rfind(b"\n") + 1) + 1
+
+
+def _syntax_error_place(source: str | bytes, path: str, exc: cst.ParserSyntaxError) -> tuple[int, int, str]:
+    """Prefer Python's own report (the place and words users know from tracebacks);
+    fall back to LibCST's when this Python accepts what LibCST rejects."""
+    try:
+        compile(source, path, "exec", dont_inherit=True)
+    except SyntaxError as err:
+        if err.lineno:
+            return err.lineno, err.offset or 1, err.msg
+    except ValueError:
+        pass
+    return exc.editor_line, exc.editor_column, exc.message
+
+
 def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | None = None) -> FileResult:
     """Migrate one file's contents. Bytes are decoded as Python does (PEP 263 cookie, BOM)."""
     config = config or Config()
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
-        message = f"cannot parse: {exc.message}"
-        return FileResult(path, FileStatus.FAILED, error=_error(path, exc.raw_line, exc.raw_column + 1, "E001", message))
-    except (UnicodeDecodeError, LookupError, SyntaxError) as exc:
+        line, col, reason = _syntax_error_place(source, path, exc)
+        return FileResult(path, FileStatus.FAILED, error=_error(path, line, col, "E001", f"cannot parse: {reason}"))
+    except UnicodeDecodeError as exc:
+        line, col = _byte_place(source, exc.start)
+        reason = f"cannot decode byte 0x{exc.object[exc.start]:02x} as {exc.encoding}"
+        return FileResult(path, FileStatus.FAILED, error=_error(path, line, col, "E002", reason))
+    except (LookupError, SyntaxError) as exc:
         return FileResult(path, FileStatus.FAILED, error=_error(path, 1, 1, "E002", f"cannot decode: {exc}"))
     before = module.code
     if not any(word in before for word in _RELEVANT):
