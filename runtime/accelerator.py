@@ -1,0 +1,330 @@
+"""The Accelerator facade: builds the runtime's parts once, then delegates to them.
+
+Names and meanings follow Hugging Face Accelerate, so a script written for one runs on the
+other; each deliberate difference is stated in the docstring concerned. No logic of its
+own lives here beyond dispatching prepare() by object type.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import os
+from typing import Any, Iterable, Iterator
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from runtime import checkpoint, collectives
+from runtime.accumulation import GradientSync
+from runtime.distributed import choose_strategy
+from runtime.precision import Precision
+from runtime.prepared.dataloader import PreparedDataLoader
+from runtime.prepared.model import prepare_model, remove_autocast
+from runtime.prepared.optimizer import PreparedOptimizer
+from runtime.prepared.scheduler import PreparedScheduler
+from runtime.process import DistributedType, LauncherSettings, ProcessInfo
+from runtime.process_group import barrier, destroy_process_group, init_process_group
+
+_KINDS = "torch.nn.Module, torch.optim.Optimizer, torch.utils.data.DataLoader and learning-rate schedulers"
+
+
+class Accelerator:
+    """Runs one training script on 1..N processes and several machines, unchanged.
+
+    Started with plain `python train.py` it is a single process (GPU if there is one,
+    else CPU). Under `accel-launch` (torchrun) it always joins the process group, on CPU
+    too; unlike Accelerate, which on a CPU-only machine runs N unaware copies unless
+    `cpu=True` is passed. `mixed_precision` and `cpu` default to what the launcher set.
+    """
+
+    def __init__(
+        self,
+        mixed_precision: str | None = None,
+        gradient_accumulation_steps: int = 1,
+        cpu: bool | None = None,
+        device_placement: bool = True,
+        split_batches: bool = False,
+        even_batches: bool = True,
+        step_scheduler_with_optimizer: bool = True,
+    ) -> None:
+        launcher = LauncherSettings.from_env(os.environ)
+        use_cpu = bool(launcher.cpu) if cpu is None else bool(cpu)
+        cuda_devices = 0 if use_cpu else torch.cuda.device_count()
+        self._info = ProcessInfo.from_env(os.environ, cpu=use_cpu, cuda_devices=cuda_devices)
+        chosen = launcher.mixed_precision if mixed_precision is None else mixed_precision
+        self._precision = Precision.for_device(chosen, self.device)
+        self._created_group = init_process_group(self._info, launcher.process_group_timeout_s)
+        self._strategy = choose_strategy(self._info)
+        self._sync = GradientSync(gradient_accumulation_steps)
+        self._objects = checkpoint.Checkpointables()
+        self.device_placement = device_placement
+        self.split_batches = split_batches
+        self.even_batches = even_batches
+        self.step_scheduler_with_optimizer = step_scheduler_with_optimizer
+
+    # -- who and where --------------------------------------------------------------------
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device(self._info.device)
+
+    @property
+    def process_index(self) -> int:
+        return self._info.rank
+
+    @property
+    def local_process_index(self) -> int:
+        return self._info.local_rank
+
+    @property
+    def num_processes(self) -> int:
+        return self._info.world_size
+
+    @property
+    def is_main_process(self) -> bool:
+        return self._info.is_main_process
+
+    @property
+    def is_local_main_process(self) -> bool:
+        return self._info.is_local_main_process
+
+    @property
+    def distributed_type(self) -> DistributedType:
+        return self._info.distributed_type
+
+    @property
+    def mixed_precision(self) -> str:
+        return self._precision.name
+
+    @property
+    def sync_gradients(self) -> bool:
+        """False during an accumulation micro step: gradients are not synchronised yet."""
+        return self._sync.sync_gradients
+
+    @property
+    def gradient_accumulation_steps(self) -> int:
+        return self._sync.steps
+
+    @gradient_accumulation_steps.setter
+    def gradient_accumulation_steps(self, steps: int) -> None:
+        self._sync.steps = steps
+
+    @property
+    def scaler(self) -> torch.amp.GradScaler | None:
+        return self._precision.scaler
+
+    # -- prepare ----------------------------------------------------------------------------
+
+    def prepare(self, *objects: Any, device_placement: bool | None = None) -> Any:
+        """Make models, optimizers, dataloaders and schedulers distributed-ready.
+
+        Returns them in the order given (one object alone when given one). Optimizers are
+        prepared before schedulers whatever the order, since a scheduler follows its optimizer.
+        """
+        place = self.device_placement if device_placement is None else device_placement
+        kinds = [_kind_of(obj) for obj in objects]
+        prepared = list(objects)
+        for wanted in ("model", "optimizer", "dataloader", "scheduler"):
+            for index, (obj, kind) in enumerate(zip(objects, kinds)):
+                if kind == wanted:
+                    prepared[index] = getattr(self, f"_prepare_{kind}")(obj, place)
+        return prepared[0] if len(prepared) == 1 else tuple(prepared)
+
+    def _prepare_model(self, model: nn.Module, place: bool) -> nn.Module:
+        wrapped = prepare_model(model, self._strategy, self._precision, self.device if place else None)
+        self._objects.models.append(wrapped)
+        return wrapped
+
+    def _prepare_optimizer(self, optimizer: torch.optim.Optimizer, place: bool) -> PreparedOptimizer:
+        if isinstance(optimizer, PreparedOptimizer):
+            return optimizer
+        prepared = PreparedOptimizer(optimizer, self._sync, self._precision)
+        self._objects.optimizers.append(prepared)
+        return prepared
+
+    def _prepare_dataloader(self, loader: DataLoader, place: bool) -> PreparedDataLoader:
+        if isinstance(loader, PreparedDataLoader):
+            return loader
+        prepared = PreparedDataLoader(
+            loader,
+            self._info,
+            self._sync,
+            self.device if place else None,
+            split_batches=self.split_batches,
+            even_batches=self.even_batches,
+        )
+        self._objects.dataloaders.append(prepared)
+        return prepared
+
+    def _prepare_scheduler(self, scheduler: Any, place: bool) -> PreparedScheduler:
+        if isinstance(scheduler, PreparedScheduler):
+            return scheduler
+        owners = [o for o in self._objects.optimizers if scheduler.optimizer in (o, o.optimizer)]
+        if not owners:
+            raise ValueError(
+                f"prepare() got the scheduler {type(scheduler).__name__} before its optimizer: "
+                "pass the optimizer to prepare() too (in the same call or an earlier one)"
+            )
+        per_update = 1 if self.split_batches else self.num_processes
+        prepared = PreparedScheduler(
+            scheduler, owners, self._sync, per_update, step_with_optimizer=self.step_scheduler_with_optimizer
+        )
+        self._objects.schedulers.append(prepared)
+        return prepared
+
+    # -- the training step ------------------------------------------------------------------
+
+    def backward(self, loss: torch.Tensor, **kwargs: Any) -> None:
+        """`loss.backward()`, divided for accumulation and scaled under fp16."""
+        if self._sync.steps > 1:
+            loss = loss / self._sync.steps
+        self._precision.scale_loss(loss).backward(**kwargs)
+
+    def clip_grad_norm_(self, parameters: Iterable[torch.Tensor], max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
+        """Clip by total norm, after unscaling fp16 gradients; returns the norm before clipping.
+
+        Under fp16 on an accumulation micro step (gradients still scaled and incomplete) it
+        only reports the norm and clips nothing; clip when `sync_gradients` is True.
+        """
+        parameters = list(parameters)
+        if self._precision.scaler is not None and not self._sync.sync_gradients:
+            norms = [torch.linalg.vector_norm(p.grad, norm_type) for p in parameters if p.grad is not None]
+            return torch.linalg.vector_norm(torch.stack(norms), norm_type) / self._precision.loss_scale
+        self._precision.unscale_all(o.optimizer for o in self._objects.optimizers)
+        return torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
+
+    def clip_grad_value_(self, parameters: Iterable[torch.Tensor], clip_value: float) -> None:
+        """Clip each gradient element to [-clip_value, clip_value], after unscaling fp16 gradients."""
+        self._precision.unscale_all(o.optimizer for o in self._objects.optimizers)
+        torch.nn.utils.clip_grad_value_(parameters, clip_value)
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """Run the enclosed code in the chosen mixed precision (prepared models already do)."""
+        return self._precision.autocast()
+
+    @contextlib.contextmanager
+    def accumulate(self, *models: nn.Module) -> Iterator[None]:
+        """One micro step: gradients are synchronised (and the optimizer steps) only on the last."""
+        self._sync.advance()
+        with contextlib.ExitStack() as stack:
+            if not self._sync.sync_gradients:
+                for model in models:
+                    stack.enter_context(self._strategy.no_sync(model))
+            yield
+
+    def no_sync(self, model: nn.Module) -> contextlib.AbstractContextManager[None]:
+        """Skip the gradient all-reduce for the enclosed backward passes."""
+        return self._strategy.no_sync(model)
+
+    # -- across processes -------------------------------------------------------------------
+
+    def gather(self, tensor: Any) -> Any:
+        """Concatenate tensors from every process along dim 0 (nested structures too)."""
+        return collectives.gather(tensor)
+
+    def gather_for_metrics(self, input_data: Any, use_gather_object: bool = False) -> Any:
+        """Gather, dropping the samples repeated to even out the last batch."""
+        return collectives.gather_for_metrics(input_data, self._sync, use_gather_object)
+
+    def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
+        return collectives.reduce(tensor, reduction, scale)
+
+    def pad_across_processes(self, tensor: Any, dim: int = 0, pad_index: Any = 0, pad_first: bool = False) -> Any:
+        return collectives.pad_across_processes(tensor, dim, pad_index, pad_first)
+
+    def wait_for_everyone(self) -> None:
+        barrier(self._info)
+
+    @contextlib.contextmanager
+    def main_process_first(self) -> Iterator[None]:
+        """The main process runs the block first (e.g. to download), then the others."""
+        if not self.is_main_process:
+            self.wait_for_everyone()
+        yield
+        if self.is_main_process:
+            self.wait_for_everyone()
+
+    @contextlib.contextmanager
+    def split_between_processes(self, inputs: Any, apply_padding: bool = False) -> Iterator[Any]:
+        """Yield this process's contiguous share of a list, tuple, dict of lists, or tensor."""
+        yield collectives.split_between_processes(inputs, self.process_index, self.num_processes, apply_padding)
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """print() once per machine (the local main process), as Accelerate does."""
+        if self.is_local_main_process:
+            builtins.print(*args, **kwargs)
+
+    # -- models and checkpoints -------------------------------------------------------------
+
+    def unwrap_model(self, model: nn.Module, keep_fp32_wrapper: bool = True) -> nn.Module:
+        """The user's own module, without DistributedDataParallel (or torch.compile) around it."""
+        unwrapped = self._strategy.unwrap_model(model)
+        return unwrapped if keep_fp32_wrapper else remove_autocast(unwrapped)
+
+    def save(self, obj: Any, f: Any) -> None:
+        """torch.save on the main process only, so N processes do not write one file N times."""
+        if self.is_main_process:
+            torch.save(obj, f)
+
+    def save_model(self, model: nn.Module, save_directory: str | os.PathLike[str]) -> None:
+        """Write the unwrapped weights to `save_directory/pytorch_model.bin` from the main process.
+
+        Accelerate writes `model.safetensors` by default; we write torch's format, which needs
+        no extra dependency.
+        """
+        if self.is_main_process:
+            checkpoint.save_model_weights(self.unwrap_model(model), save_directory)
+        self.wait_for_everyone()
+
+    def register_for_checkpointing(self, *objects: Any) -> None:
+        """Include objects with state_dict/load_state_dict in save_state and load_state."""
+        for obj in objects:
+            if not (hasattr(obj, "state_dict") and hasattr(obj, "load_state_dict")):
+                raise TypeError(f"{type(obj).__name__} has no state_dict/load_state_dict to checkpoint")
+            self._objects.custom.append(obj)
+
+    def save_state(self, output_dir: str | os.PathLike[str]) -> str:
+        """Save models, optimizers, schedulers, dataloader positions, scaler and RNG states.
+
+        Unlike Accelerate, `output_dir` is required (there is no automatic naming).
+        """
+        path = checkpoint.save_state(output_dir, self._objects, self._unwrapped(), self._precision, self._info)
+        self.wait_for_everyone()
+        return str(path)
+
+    def load_state(self, input_dir: str | os.PathLike[str]) -> None:
+        """Restore a save_state checkpoint; the next pass over a dataloader resumes mid-epoch."""
+        self.wait_for_everyone()
+        checkpoint.load_state(input_dir, self._objects, self._unwrapped(), self._precision, self._info)
+
+    def _unwrapped(self) -> list[nn.Module]:
+        return [self.unwrap_model(model) for model in self._objects.models]
+
+    def end_training(self) -> None:
+        """Wait for every process, then leave the process group this Accelerator formed."""
+        self.wait_for_everyone()
+        destroy_process_group(self._created_group)
+        self._created_group = False
+
+    def __repr__(self) -> str:
+        info = self._info
+        return (
+            f"Accelerator(process {info.rank}/{info.world_size}, device={info.device}, "
+            f"mixed_precision={self.mixed_precision!r}, distributed_type={self.distributed_type.value})"
+        )
+
+
+def _kind_of(obj: Any) -> str:
+    if isinstance(obj, nn.Module):
+        return "model"
+    if isinstance(obj, torch.optim.Optimizer):
+        return "optimizer"
+    if isinstance(obj, DataLoader):
+        return "dataloader"
+    if isinstance(obj, (torch.optim.lr_scheduler.LRScheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)):
+        return "scheduler"
+    if isinstance(obj, PreparedScheduler):
+        return "scheduler"
+    raise TypeError(f"prepare() does not know how to prepare a {type(obj).__qualname__}; it takes {_KINDS}")

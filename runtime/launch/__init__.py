@@ -1,0 +1,1 @@
+"""accel-launch: a thin front for torch.distributed.run (torchrun)."""

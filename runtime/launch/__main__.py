@@ -1,0 +1,6 @@
+"""`python -m runtime.launch ...` is `accel-launch ...`."""
+
+from runtime.launch.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""Runs the user's script inside a torchrun worker, as `python script.py args` would.
+
+An uncaught exception is written to the error file torchrun gave this worker (torchrun's
+own JSON format, plus the time it was raised), which is how accel-launch names the rank
+that failed first and shows its last error lines without parsing logs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+import time
+import traceback
+from types import TracebackType
+
+from runtime.process import ENV_ERROR_FILE
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run `argv[0]` as `__main__` with `argv[1:]` as its arguments."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args:
+        raise SystemExit("usage: python -m runtime.launch.child SCRIPT [ARGS...]")
+    script = os.path.abspath(args[0])
+    sys.argv = args
+    # `python script.py` puts the script's folder first on sys.path, not the working directory.
+    sys.path[0] = os.path.dirname(script)
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as stop:
+        if stop.code in (None, 0):
+            raise
+        code = stop.code if isinstance(stop.code, int) else 1
+        if not isinstance(stop.code, int):
+            print(stop.code, file=sys.stderr)
+        _record(stop, _from_script(stop.__traceback__, script), f"exited with code {code}")
+        _exit(code)
+    except BaseException as error:  # noqa: BLE001 - report anything the script let escape
+        tb = _from_script(error.__traceback__, script)
+        _record(error, tb)
+        sys.excepthook(type(error), error, tb)
+        _exit(1)
+
+
+def _exit(code: int) -> None:
+    # Leave without interpreter teardown: a live gloo process group can abort() during it,
+    # which would turn the script's own error into a SIGABRT.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _from_script(tb: TracebackType | None, script: str) -> TracebackType | None:
+    """Drop the frames of this module and runpy that precede the script's own."""
+    current = tb
+    while current is not None and os.path.abspath(current.tb_frame.f_code.co_filename) != script:
+        current = current.tb_next
+    return current or tb
+
+
+def _record(error: BaseException, tb: TracebackType | None, message: str | None = None) -> None:
+    path = os.environ.get(ENV_ERROR_FILE)
+    if not path:
+        return
+    data = {
+        "message": {
+            "message": message or f"{type(error).__name__}: {error}",
+            "extraInfo": {
+                "py_callstack": "".join(traceback.format_exception(type(error), error, tb)),
+                "timestamp": str(int(time.time())),
+                "raised_at_ns": str(time.time_ns()),
+            },
+        }
+    }
+    with open(path, "w") as handle:
+        json.dump(data, handle)
+
+
+if __name__ == "__main__":
+    main()

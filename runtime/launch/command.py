@@ -1,0 +1,135 @@
+"""From accel-launch's settings to torchrun: the argv and environment (pure), then the run.
+
+torch.distributed.run does the launching, rendezvous, and tearing down of the other ranks
+when one fails; this module only builds its command line and reports a failure briefly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import socket
+import sys
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+from runtime.process import MIXED_PRECISION_CHOICES, LauncherSettings
+
+# Each worker runs the script through this module so an uncaught error reaches torchrun's error file.
+CHILD_MODULE = "runtime.launch.child"
+
+
+class LaunchConfigError(ValueError):
+    """An accel-launch setting that cannot work; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Everything accel-launch was asked to do. None means "pick the default at run time"."""
+
+    script: str
+    script_args: tuple[str, ...] = ()
+    nproc_per_node: int | None = None
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"
+    master_port: int | None = None
+    mixed_precision: str | None = None
+    cpu: bool = False
+
+    def __post_init__(self) -> None:
+        if self.nproc_per_node is not None and self.nproc_per_node < 1:
+            raise LaunchConfigError(f"--nproc-per-node must be at least 1, got {self.nproc_per_node}")
+        if self.nnodes < 1:
+            raise LaunchConfigError(f"--nnodes must be at least 1, got {self.nnodes}")
+        if not 0 <= self.node_rank < self.nnodes:
+            raise LaunchConfigError(f"--node-rank must be in 0..{self.nnodes - 1}, got {self.node_rank}")
+        if self.master_port is not None and not 0 < self.master_port < 65536:
+            raise LaunchConfigError(f"--master-port must be in 1..65535, got {self.master_port}")
+        if self.mixed_precision is not None and self.mixed_precision not in MIXED_PRECISION_CHOICES:
+            choices = ", ".join(MIXED_PRECISION_CHOICES)
+            raise LaunchConfigError(f"--mixed-precision must be one of {choices}, got {self.mixed_precision!r}")
+
+
+def resolve_defaults(config: LaunchConfig, cuda_devices: int, free_port: int | None = None) -> LaunchConfig:
+    """Fill the run-time defaults: one process per GPU (else 1), a free port on a single node."""
+    nproc = config.nproc_per_node
+    if nproc is None:
+        nproc = 1 if config.cpu else max(cuda_devices, 1)
+    port = config.master_port
+    if port is None and config.nnodes == 1:
+        port = free_port if free_port is not None else find_free_port(config.master_addr)
+    return dataclasses.replace(config, nproc_per_node=nproc, master_port=port)
+
+
+def torchrun_argv(config: LaunchConfig) -> list[str]:
+    """torchrun's command line for `config`; everything after the script is passed untouched."""
+    argv = [
+        "--nnodes", str(config.nnodes),
+        "--nproc-per-node", str(config.nproc_per_node or 1),
+        "--node-rank", str(config.node_rank),
+        "--master-addr", config.master_addr,
+    ]  # fmt: skip
+    if config.master_port is not None:
+        argv += ["--master-port", str(config.master_port)]
+    # No elastic restarts: a failed rank ends the job, as a plain script's error would.
+    argv += ["--max-restarts", "0", "--module", CHILD_MODULE, config.script, *config.script_args]
+    return argv
+
+
+def script_env(config: LaunchConfig) -> dict[str, str]:
+    """The variables that carry accel-launch's settings to the script (names in runtime.process)."""
+    return LauncherSettings(mixed_precision=config.mixed_precision, cpu=True if config.cpu else None).to_env()
+
+
+def find_free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host if host in ("127.0.0.1", "localhost") else "", 0))
+        return int(sock.getsockname()[1])
+
+
+def run(config: LaunchConfig) -> int:
+    """Run torchrun in this process; returns the exit status for accel-launch."""
+    from torch.distributed import DistError
+    from torch.distributed import run as torchrun
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous import RendezvousError
+
+    from runtime.launch.failure import describe_failure
+
+    args = torchrun.parse_args(torchrun_argv(config))
+    with _environment(script_env(config)):
+        try:
+            torchrun.run(args)
+        except ChildFailedError as error:
+            report = describe_failure(error.failures)
+            print(report.message, file=sys.stderr)
+            return report.exit_code
+        except (SignalException, KeyboardInterrupt) as stop:
+            sig = getattr(stop, "sigval", signal.SIGINT)
+            print(f"accel-launch: stopped by {signal.Signals(sig).name}; all processes were shut down", file=sys.stderr)
+            return 128 + int(sig)
+        except (RendezvousError, DistError, TimeoutError) as error:
+            where = f"{config.master_addr}:{config.master_port}"
+            print(f"accel-launch: the job could not start (rendezvous at {where}): {error}", file=sys.stderr)
+            return 1
+    return 0
+
+
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    """Set variables for the workers torchrun spawns, and restore the launcher's own after."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old

@@ -1,0 +1,51 @@
+"""Apply a function to every tensor inside a nested batch, keeping the container types.
+
+Handles dicts (and Mapping subclasses), lists, tuples, namedtuples and dataclasses; any
+other object is returned as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Callable
+
+import torch
+
+
+def map_tensors(fn: Callable[[torch.Tensor], Any], data: Any) -> Any:
+    """Rebuild `data` with `fn` applied to each tensor it contains."""
+    if isinstance(data, torch.Tensor):
+        return fn(data)
+    if isinstance(data, Mapping):
+        mapped = {key: map_tensors(fn, value) for key, value in data.items()}
+        try:
+            return type(data)(mapped)
+        except TypeError:  # a Mapping type whose constructor takes no dict
+            return mapped
+    if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
+        return type(data)(*(map_tensors(fn, value) for value in data))
+    if isinstance(data, (list, tuple)):
+        return type(data)(map_tensors(fn, value) for value in data)
+    if dataclasses.is_dataclass(data) and not isinstance(data, type):
+        changes = {f.name: map_tensors(fn, getattr(data, f.name)) for f in dataclasses.fields(data) if f.init}
+        return dataclasses.replace(data, **changes)
+    return data
+
+
+def first_tensor(data: Any) -> torch.Tensor | None:
+    """The first tensor found in `data` (depth first), or None."""
+    found: list[torch.Tensor] = []
+
+    def keep(tensor: torch.Tensor) -> torch.Tensor:
+        if not found:
+            found.append(tensor)
+        return tensor
+
+    map_tensors(keep, data)
+    return found[0] if found else None
+
+
+def send_to_device(data: Any, device: torch.device, non_blocking: bool = False) -> Any:
+    """Move every tensor in `data` to `device` (a no-op for tensors already there)."""
+    return map_tensors(lambda t: t.to(device, non_blocking=non_blocking), data)

@@ -1,0 +1,1 @@
+"""What prepare() returns: one small wrapper module per kind of object."""
