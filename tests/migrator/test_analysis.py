@@ -1,0 +1,277 @@
+"""Unit tests of the script analysis: imports, roles, training block, prepare plan,
+device variables and which device moves prepare() makes redundant."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper
+
+from migrator.analysis import Role, ScriptAnalysis, analyze, dotted_name
+
+
+def _analyze(code: str) -> ScriptAnalysis:
+    module = cst.parse_module(textwrap.dedent(code))
+    return analyze(MetadataWrapper(module, unsafe_skip_copy=True))
+
+
+def _code(analysis: ScriptAnalysis, node: cst.CSTNode) -> str:
+    return analysis.module.code_for_node(node).strip()
+
+
+@pytest.mark.parametrize(
+    "imports,expr,expected",
+    [
+        ("import torch", "torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm_"),
+        ("import torch.nn as nn", "nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm_"),
+        ("from torch.nn.utils import clip_grad_norm_ as c", "c", "torch.nn.utils.clip_grad_norm_"),
+        ("from torch import optim", "optim.SGD", "torch.optim.SGD"),
+        ("import torch.optim", "torch.optim.Adam", "torch.optim.Adam"),
+        ("import numpy as np", "torch.zeros", None),
+    ],
+)
+def test_imports_resolve_aliases(imports: str, expr: str, expected: str | None) -> None:
+    analysis = _analyze(f"{imports}\n{expr}\n")
+    node = cst.parse_expression(expr)
+    assert analysis.imports.qualify(node) == expected
+
+
+def test_roles_by_construction() -> None:
+    analysis = _analyze(
+        """
+        import torch
+        from torch import nn
+        from torch.utils.data import DataLoader
+        from transformers import get_linear_schedule_with_warmup
+        class Net(nn.Module):
+            pass
+        class Deeper(Net):
+            pass
+        model = Deeper()
+        criterion = nn.CrossEntropyLoss()
+        opt = torch.optim.AdamW(model.parameters())
+        loader = DataLoader(range(4))
+        sched = get_linear_schedule_with_warmup(opt, 0, 10)
+        plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+        """
+    )
+    roles = analysis.roles
+    assert roles.of("model") is Role.MODEL
+    assert roles.of("opt") is Role.OPTIMIZER
+    assert roles.of("loader") is Role.DATALOADER
+    assert roles.of("sched") is Role.SCHEDULER
+    assert roles.of("plateau") is Role.SCHEDULER
+    assert roles.of("criterion") is Role.MODEL  # a module, but never an optimizer's owner
+
+
+def test_roles_by_use() -> None:
+    analysis = _analyze(
+        """
+        import torch
+        model = build_model()
+        opt = make_optimizer(model)
+        loaders = get_loaders()
+        train_data = loaders[0]
+        for x, y in train_data:
+            opt.zero_grad()
+            model(x).backward()
+            opt.step()
+        """
+    )
+    assert analysis.roles.of("opt") is Role.OPTIMIZER
+    assert analysis.roles.of("train_data") is Role.DATALOADER
+
+
+def test_parameter_owners_become_models() -> None:
+    analysis = _analyze(
+        """
+        import torch
+        encoder = load_encoder()
+        opt = torch.optim.SGD(list(encoder.parameters()) + [p for p in head.parameters()], lr=1)
+        """
+    )
+    assert analysis.roles.of("encoder") is Role.MODEL
+    assert analysis.roles.of("head") is Role.MODEL
+
+
+def test_training_block_is_the_function_that_builds_the_optimizer() -> None:
+    analysis = _analyze(
+        """
+        import torch
+        def train(model, loader, opt):
+            for x in loader:
+                model(x).backward()
+        def main():
+            \"\"\"Docstring.\"\"\"
+            import os
+            model = torch.nn.Linear(1, 1)
+            opt = torch.optim.SGD(model.parameters(), lr=1)
+            loader = torch.utils.data.DataLoader(range(3))
+            train(model, loader, opt)
+        """
+    )
+    block = analysis.training_block
+    assert isinstance(block.owner, cst.FunctionDef) and block.owner.name.value == "main"
+    assert analysis.first_training_use == 5
+    assert _code(analysis, analysis.setup.before) == "model = torch.nn.Linear(1, 1)"
+
+
+def test_main_guard_is_a_training_block() -> None:
+    analysis = _analyze(
+        """
+        import torch
+        if __name__ == "__main__":
+            model = torch.nn.Linear(1, 1)
+            opt = torch.optim.SGD(model.parameters(), lr=1)
+        """
+    )
+    assert isinstance(analysis.training_block.owner, cst.If)
+    assert analysis.plan.names == {"model", "opt"}
+
+
+def test_no_optimizer_means_no_training() -> None:
+    analysis = _analyze("import torch\nmodel = torch.nn.Linear(1, 1)\nmodel.cuda()\n")
+    assert analysis.training_block is None
+    assert analysis.setup is None and analysis.plan is None
+    assert not analysis.migrating
+
+
+def test_plan_orders_roles_and_places_after_last_definition() -> None:
+    analysis = _analyze(
+        """
+        import torch
+        loader = torch.utils.data.DataLoader(range(8))
+        model = torch.nn.Linear(1, 1)
+        teacher = torch.nn.Linear(1, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=1)
+        print("ready")
+        for x in loader:
+            model(x).backward()
+        """
+    )
+    (group,) = analysis.plan.groups
+    assert group.names == ("model", "opt", "loader")  # teacher is not trained: left alone
+    assert _code(analysis, group.after) == "opt = torch.optim.SGD(model.parameters(), lr=1)"
+
+
+def test_plan_applies_the_scheduler_convention() -> None:
+    analysis = _analyze(
+        """
+        import torch
+        loader = torch.utils.data.DataLoader(range(8))
+        model = torch.nn.Linear(1, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=1)
+        steps = 3 * len(loader)
+        by_batch = torch.optim.lr_scheduler.StepLR(opt, 5)
+        by_epoch = torch.optim.lr_scheduler.StepLR(opt, 1)
+        by_len = torch.optim.lr_scheduler.LinearLR(opt, total_iters=steps)
+        for epoch in range(3):
+            for x in loader:
+                model(x).backward()
+                by_batch.step()
+                by_len.step()
+            by_epoch.step()
+        """
+    )
+    plan = analysis.plan
+    assert plan.names == {"model", "opt", "loader", "by_batch"}
+    left_out = dict(plan.left_out)
+    assert "per epoch" in left_out["by_epoch"]
+    assert "len(dataloader)" in left_out["by_len"]
+
+
+def test_plan_splits_when_len_comes_before_the_model() -> None:
+    analysis = _analyze(
+        """
+        import torch
+        loader = torch.utils.data.DataLoader(range(8))
+        total = len(loader)
+        model = torch.nn.Linear(1, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=1)
+        """
+    )
+    first, second = analysis.plan.groups
+    assert first.names == ("loader",) and _code(analysis, first.after).startswith("loader =")
+    assert second.names == ("model", "opt")
+
+
+def test_objects_defined_after_training_starts_are_not_prepared() -> None:
+    analysis = _analyze(
+        """
+        import torch
+        model = torch.nn.Linear(1, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=1)
+        for x in torch.utils.data.DataLoader(range(2)):
+            model(x).backward()
+        test_loader = torch.utils.data.DataLoader(range(2))
+        """
+    )
+    assert "test_loader" not in analysis.plan.names
+
+
+def test_device_variables_and_surviving_uses() -> None:
+    analysis = _analyze(
+        """
+        import torch
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        other = "cuda:1"
+        model = torch.nn.Linear(1, 1).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=1)
+        for x in torch.utils.data.DataLoader(range(2)):
+            noise = torch.randn(1, device=device)
+        """
+    )
+    assert {v.name for v in analysis.device_variables} == {"device", "other"}
+    assert analysis.surviving_device_uses["device"] == 1  # the randn; the model move goes
+    assert analysis.surviving_device_uses["other"] == 0
+
+
+def test_droppable_moves_are_prepared_models_and_batches_only() -> None:
+    analysis = _analyze(
+        """
+        import torch
+        device = torch.device("cuda")
+        model = torch.nn.Linear(1, 1)
+        model.to(device)
+        teacher = torch.nn.Linear(1, 1).to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=1)
+        loader = torch.utils.data.DataLoader(range(2))
+        for i, (x, y) in enumerate(loader):
+            x = x.to(device)
+            inputs = y[0].cuda()
+            z = {k: v.to(device) for k, v in y.items()}
+            i.to(device)
+            fresh = torch.ones(1).to(device)
+            model(x).backward()
+        """
+    )
+    droppable = {
+        _code(analysis, m.call) for m in analysis.device_moves if id(m.call) in analysis.droppable_moves
+    }
+    kept = {
+        _code(analysis, m.call) for m in analysis.device_moves if id(m.call) not in analysis.droppable_moves
+    }
+    assert droppable == {"model.to(device)", "x.to(device)", "y[0].cuda()", "v.to(device)"}
+    assert kept == {"torch.nn.Linear(1, 1).to(device)", "i.to(device)", "torch.ones(1).to(device)"}
+
+
+def test_existing_accelerator_and_prepare_are_found() -> None:
+    analysis = _analyze(
+        """
+        from accelerate import Accelerator
+        acc = Accelerator()
+        model, opt = acc.prepare(model, opt)
+        """
+    )
+    assert analysis.accelerator_names == ("acc",)
+    (call,) = analysis.prepare_calls
+    assert call.args == ("model", "opt") and call.targets == ("model", "opt")
+    assert analysis.plan is None and analysis.setup is None
+    assert analysis.accelerator == "acc"
+
+
+def test_dotted_name() -> None:
+    assert dotted_name(cst.parse_expression("self.model.encoder")) == "self.model.encoder"
+    assert dotted_name(cst.parse_expression("f().x")) is None
