@@ -147,18 +147,17 @@ def make_plan(
 
 
 def _place(block: Block, chosen: list[_Candidate], lens: list[LenUse]) -> tuple[PrepareGroup, ...]:
-    """One group after the last definition; split the dataloaders into an earlier group
-    when a `len(loader)` sits between their definition and the rest."""
+    """One group after the last definition; when a `len(loader)` sits above that, the
+    dataloaders defined before the `len()` get a prepare statement of their own."""
     anchor = max(c.index for c in chosen)
     first_len = min((u.index for u in lens), default=None)
     if first_len is None or first_len > anchor:
         return (PrepareGroup(tuple(c.name for c in chosen), block.body[anchor]),)
-    early = [c for c in chosen if c.role is Role.DATALOADER]
-    rest = [c for c in chosen if c.role is not Role.DATALOADER]
-    if early and rest and max(c.index for c in early) < first_len:
-        early_anchor = max(c.index for c in early)
+    early = [c for c in chosen if c.role is Role.DATALOADER and c.index < first_len]
+    rest = [c for c in chosen if c not in early]
+    if early and rest:
         return (
-            PrepareGroup(tuple(c.name for c in early), block.body[early_anchor]),
+            PrepareGroup(tuple(c.name for c in early), block.body[max(c.index for c in early)]),
             PrepareGroup(tuple(c.name for c in rest), block.body[max(c.index for c in rest)]),
         )
     return (PrepareGroup(tuple(c.name for c in chosen), block.body[anchor]),)
