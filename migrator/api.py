@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import stat
+from dataclasses import replace
 from typing import Iterable, Iterator
 
 import libcst as cst
 
-from migrator import engine, registry
-from migrator.config import Config
+from migrator import engine, files, registry
+from migrator.config import Config, ConfigError, ConfigResolver, Overrides
 from migrator.findings import FileResult, FileStatus, Finding, Position, Severity
 
 _RELEVANT = ("torch", "accelerat")
@@ -69,26 +71,90 @@ def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | 
     )
 
 
-def python_files(paths: Iterable[str]) -> Iterator[str]:
-    """Expand directories recursively into their *.py files (sorted), keep files as given."""
-    for path in paths:
-        if os.path.isdir(path):
-            for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
-                for name in sorted(files):
-                    if name.endswith(".py"):
-                        yield os.path.join(root, name)
-        else:
-            yield path
+def unknown_selectors(selectors: Iterable[str]) -> list[str]:
+    """The selectors (codes, prefixes, names) that match no rule: a typo selects nothing."""
+    rules = registry.all_rules()
+    return [s for s in selectors if not any(registry.matches(rule, [s]) for rule in rules)]
 
 
-def migrate_paths(paths: Iterable[str], config: Config | None = None) -> Iterator[FileResult]:
-    """Migrate every Python file under `paths`; unreadable files become FAILED results."""
-    for path in python_files(paths):
+def migrate_paths(
+    paths: Iterable[str],
+    config: Config | None = None,
+    *,
+    overrides: Overrides | None = None,
+    isolated: bool = False,
+    write: bool = False,
+    output: str | None = None,
+) -> Iterator[FileResult]:
+    """Migrate every Python file under `paths` (directories walked recursively).
+
+    With `config`, every file uses it as given. Without, each file uses the nearest
+    `[tool.accel-migrate]` (none when `isolated`) with `overrides` on top. `write`
+    replaces changed files in place; `output` writes the (single) result there instead.
+    Problems with a file or its configuration become FAILED results; the walk goes on.
+    """
+    resolver = _FixedConfig(config) if config is not None else ConfigResolver(overrides, isolated=isolated)
+    reported: set[str] = set()
+    for path in files.python_files(paths, resolver.excluded):
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
-        except OSError as exc:
-            yield FileResult(path, FileStatus.FAILED, error=_error(path, 1, 1, "E003", f"cannot read: {exc.strerror or exc}"))
+            file_config = _checked(resolver.config_for(path))
+        except ConfigError as exc:
+            if exc.path in reported:  # said once; the files under it are skipped
+                yield FileResult(path, FileStatus.SKIPPED)
+                continue
+            reported.add(exc.path)
+            yield FileResult(path, FileStatus.FAILED, error=_error(exc.path, exc.line, exc.col, "E007", exc.reason))
             continue
-        yield migrate_source(data, path, config)
+        yield _migrate_file(path, file_config.for_file(path), write=write, output=output)
+
+
+def _migrate_file(path: str, config: Config, *, write: bool, output: str | None) -> FileResult:
+    try:
+        source = files.read_source(path)
+    except files.InputError as exc:
+        return FileResult(path, FileStatus.FAILED, error=_error(path, exc.line, exc.col, exc.code, exc.reason))
+    result = migrate_source(source.data, path, config)
+    if result.after is None or not (output or (write and result.changed)):
+        return result
+    try:
+        data = result.after.encode(result.encoding)
+        if output:
+            files.write_new(output, data, mode=_mode(path))
+        else:
+            files.write_back(source, data)
+    except UnicodeEncodeError as exc:
+        reason = f"cannot write: the migrated code cannot be encoded as {result.encoding} ({exc.reason})"
+        return replace(result, status=FileStatus.FAILED, error=_error(path, 1, 1, "E005", reason))
+    except files.InputError as exc:
+        return replace(result, status=FileStatus.FAILED, error=_error(exc.path, exc.line, exc.col, exc.code, exc.reason))
+    return result
+
+
+def _mode(path: str) -> int | None:
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return None
+
+
+def _checked(config: Config) -> Config:
+    """Refuse a project config whose selectors match no rule (E007 names the file)."""
+    for key, selectors in (("select", config.select), ("ignore", config.ignore)):
+        bad = unknown_selectors(s for s in selectors if s.upper() != "ALL")
+        if bad and config.root is not None:
+            pyproject = os.path.join(config.root, "pyproject.toml")
+            raise ConfigError(pyproject, f"{key}: {bad[0]!r} matches no rule")
+    return config
+
+
+class _FixedConfig:
+    """The resolver for an explicit Config: the same settings for every file."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def config_for(self, path: str) -> Config:
+        return self.config
+
+    def excluded(self, path: str) -> bool:
+        return self.config.excludes(path)

@@ -1,9 +1,20 @@
-"""Run settings: which rules, which target, which fixes. Frozen; knows no rule by import."""
+"""Run settings: which rules, which target, which fixes, and where they come from.
+
+`Config` is frozen and knows no rule by import. `[tool.accel-migrate]` in the nearest
+pyproject.toml sets a project's defaults; command-line `Overrides` win over it.
+"""
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+import fnmatch
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import PurePosixPath
+from typing import Any
+
+PYPROJECT = "pyproject.toml"
+SECTION = "accel-migrate"
 
 
 class Target(enum.Enum):
@@ -20,7 +31,11 @@ class Target(enum.Enum):
 
 @dataclass(frozen=True)
 class Config:
-    """Settings for one run. `select`/`ignore` hold codes, code prefixes or rule names."""
+    """Settings for one run. `select`/`ignore` hold codes, code prefixes or rule names.
+
+    `per_file_ignores` and `exclude` hold globs relative to `root` (the directory of the
+    pyproject.toml they came from; the current directory when None).
+    """
 
     select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
@@ -29,3 +44,209 @@ class Config:
     unsafe_fixes: bool = False
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = field(default_factory=tuple)
     exclude: tuple[str, ...] = ()
+    root: str | None = None
+
+    def for_file(self, path: str) -> Config:
+        """This config with the codes `per_file_ignores` lists for `path` added to `ignore`."""
+        extra = tuple(
+            code for pattern, codes in self.per_file_ignores
+            if glob_match(self._relative(path), pattern) for code in codes
+        )
+        return replace(self, ignore=self.ignore + extra) if extra else self
+
+    def excludes(self, path: str) -> bool:
+        """Whether an `exclude` glob matches `path` or one of its parent directories."""
+        return any(glob_match(self._relative(path), pattern) for pattern in self.exclude)
+
+    def _relative(self, path: str) -> PurePosixPath:
+        root = os.path.abspath(self.root or os.curdir)
+        rel = os.path.relpath(os.path.abspath(path), root)
+        return PurePosixPath(rel.replace(os.sep, "/"))
+
+
+def glob_match(rel: PurePosixPath, pattern: str) -> bool:
+    """Ruff-like globs: a pattern without "/" matches any path component (`tests`,
+    `*_test.py`); one with "/" matches the relative path or a parent directory of it.
+    """
+    pattern = pattern.strip().rstrip("/")
+    if pattern.startswith("./"):
+        pattern = pattern[2:]
+    if not pattern:
+        return False
+    if "/" not in pattern:
+        return any(fnmatch.fnmatchcase(part, pattern) for part in rel.parts)
+    candidates = [rel, *rel.parents]
+    return any(fnmatch.fnmatchcase(str(p), pattern) for p in candidates if str(p) != ".")
+
+
+class ConfigError(Exception):
+    """An invalid `[tool.accel-migrate]` table; the message names the pyproject file."""
+
+    def __init__(self, path: str, reason: str, line: int = 1, col: int = 1) -> None:
+        super().__init__(f"{path}:{line}:{col}: error: invalid configuration: {reason}")
+        self.path = path
+        self.reason = reason
+        self.line = line
+        self.col = col
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What the command line says; None/empty means "not given, keep the project's".
+
+    Ruff's layering: `select` given here replaces the project's select *and* ignore;
+    `ignore` and `exclude` given here add to the project's.
+    """
+
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    target: Target | None = None
+    unsafe_fixes: bool | None = None
+    fix: bool = True
+
+    def apply(self, base: Config) -> Config:
+        """`base` (from pyproject.toml, or defaults) with the command line on top."""
+        select, ignore = base.select, base.ignore
+        if self.select is not None:
+            select, ignore = self.select, ()
+        return replace(
+            base,
+            select=select,
+            ignore=ignore + self.ignore,
+            exclude=base.exclude + self.exclude,
+            target=self.target or base.target,
+            unsafe_fixes=base.unsafe_fixes if self.unsafe_fixes is None else self.unsafe_fixes,
+            fix=self.fix,
+        )
+
+
+def find_pyproject(start: str) -> str | None:
+    """The nearest pyproject.toml with a `[tool.accel-migrate]` table, from `start` up."""
+    directory = os.path.abspath(start)
+    if not os.path.isdir(directory):
+        directory = os.path.dirname(directory)
+    while True:
+        candidate = os.path.join(directory, PYPROJECT)
+        if os.path.isfile(candidate) and _has_section(candidate):
+            return candidate
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+
+
+def _has_section(path: str) -> bool:
+    """Cheap textual check before parsing: Ruff also skips pyprojects without its table."""
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read()
+    except OSError:
+        return False
+    return f"tool.{SECTION}".encode() in text or f'tool."{SECTION}"'.encode() in text
+
+
+def load_pyproject(path: str) -> Config:
+    """Parse `[tool.accel-migrate]` of `path` into a Config rooted at its directory."""
+    import tomllib
+
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(path, f"cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        line, col = _toml_position(str(exc))
+        raise ConfigError(path, f"not valid TOML: {exc}", line, col) from None
+    table = data.get("tool", {}).get(SECTION, {})
+    return _parse_table(path, table)
+
+
+_KEYS = ("select", "ignore", "per-file-ignores", "exclude", "target", "unsafe-fixes")
+
+
+def _parse_table(path: str, table: Any) -> Config:
+    if not isinstance(table, dict):
+        raise ConfigError(path, f"[tool.{SECTION}] must be a table")
+    unknown = sorted(set(table) - set(_KEYS))
+    if unknown:
+        raise ConfigError(path, f"unknown key {unknown[0]!r} (known: {', '.join(_KEYS)})")
+    target = table.get("target", Target.RUNTIME.value)
+    if target not in {t.value for t in Target}:
+        raise ConfigError(path, f"target must be one of {[t.value for t in Target]}, not {target!r}")
+    unsafe = table.get("unsafe-fixes", False)
+    if not isinstance(unsafe, bool):
+        raise ConfigError(path, "unsafe-fixes must be true or false")
+    per_file = table.get("per-file-ignores", {})
+    if not isinstance(per_file, dict):
+        raise ConfigError(path, "per-file-ignores must be a table of glob = [codes]")
+    return Config(
+        select=_strings(path, table, "select"),
+        ignore=_strings(path, table, "ignore"),
+        target=Target(target),
+        unsafe_fixes=unsafe,
+        per_file_ignores=tuple(
+            (glob, _strings(path, per_file, glob, key=f"per-file-ignores.{glob!r}")) for glob in per_file
+        ),
+        exclude=_strings(path, table, "exclude"),
+        root=os.path.dirname(os.path.abspath(path)),
+    )
+
+
+def _strings(path: str, table: dict, name: str, *, key: str | None = None) -> tuple[str, ...]:
+    value = table.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(path, f"{key or name} must be a list of strings")
+    return tuple(value)
+
+
+def _toml_position(message: str) -> tuple[int, int]:
+    """tomllib puts the position only in the message: "... (at line 3, column 5)"."""
+    import re
+
+    match = re.search(r"line (\d+), column (\d+)", message)
+    return (int(match.group(1)), int(match.group(2))) if match else (1, 1)
+
+
+class ConfigResolver:
+    """The Config for each file: nearest `[tool.accel-migrate]` + the command line.
+
+    Cached per directory, so a walk over a tree reads each pyproject.toml once.
+    `isolated` ignores every pyproject.toml (defaults + command line only).
+    """
+
+    def __init__(self, overrides: Overrides | None = None, *, isolated: bool = False) -> None:
+        self.overrides = overrides or Overrides()
+        self.isolated = isolated
+        self._by_dir: dict[str, str | None] = {}
+        self._by_file: dict[str | None, Config | ConfigError] = {}
+
+    def pyproject_for(self, path: str) -> str | None:
+        """The pyproject.toml that governs `path`, or None."""
+        if self.isolated:
+            return None
+        directory = os.path.abspath(path if os.path.isdir(path) else os.path.dirname(path) or os.curdir)
+        if directory not in self._by_dir:
+            self._by_dir[directory] = find_pyproject(directory)
+        return self._by_dir[directory]
+
+    def config_for(self, path: str) -> Config:
+        """The Config for `path`; raises ConfigError when its pyproject.toml is invalid."""
+        pyproject = self.pyproject_for(path)
+        if pyproject not in self._by_file:
+            try:
+                base = load_pyproject(pyproject) if pyproject else Config()
+                self._by_file[pyproject] = self.overrides.apply(base)
+            except ConfigError as exc:
+                self._by_file[pyproject] = exc
+        found = self._by_file[pyproject]
+        if isinstance(found, ConfigError):
+            raise found
+        return found
+
+    def excluded(self, path: str) -> bool:
+        """Whether `exclude` (project's + command line's) drops `path`; never raises."""
+        try:
+            return self.config_for(path).excludes(path)
+        except ConfigError:
+            return False
