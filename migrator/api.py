@@ -103,7 +103,8 @@ def migrate_paths(
                 yield FileResult(path, FileStatus.SKIPPED)
                 continue
             reported.add(exc.path)
-            yield FileResult(path, FileStatus.FAILED, error=_error(exc.path, exc.line, exc.col, "E007", exc.reason))
+            reason = f"invalid configuration: {exc.reason}"
+            yield FileResult(path, FileStatus.FAILED, error=_error(_shown(exc.path), exc.line, exc.col, "E007", reason))
             continue
         yield _migrate_file(path, file_config.for_file(path), write=write, output=output)
 
@@ -128,6 +129,12 @@ def _migrate_file(path: str, config: Config, *, write: bool, output: str | None)
     except files.InputError as exc:
         return replace(result, status=FileStatus.FAILED, error=_error(exc.path, exc.line, exc.col, exc.code, exc.reason))
     return result
+
+
+def _shown(path: str) -> str:
+    """A discovered pyproject.toml's absolute path, made relative when under the cwd."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith(os.pardir) else rel
 
 
 def _mode(path: str) -> int | None:

@@ -152,11 +152,14 @@ def load_pyproject(path: str) -> Config:
 
     try:
         with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+            text = fh.read().decode("utf-8")
+        data = tomllib.loads(text)
     except OSError as exc:
         raise ConfigError(path, f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(path, f"not valid TOML: not UTF-8 ({exc.reason})") from None
     except tomllib.TOMLDecodeError as exc:
-        line, col = _toml_position(str(exc))
+        line, col = _toml_position(str(exc), text)
         raise ConfigError(path, f"not valid TOML: {exc}", line, col) from None
     table = data.get("tool", {}).get(SECTION, {})
     return _parse_table(path, table)
@@ -200,12 +203,18 @@ def _strings(path: str, table: dict, name: str, *, key: str | None = None) -> tu
     return tuple(value)
 
 
-def _toml_position(message: str) -> tuple[int, int]:
-    """tomllib puts the position only in the message: "... (at line 3, column 5)"."""
+def _toml_position(message: str, text: str) -> tuple[int, int]:
+    """tomllib puts the position only in the message: "(at line 3, column 5)" or
+    "(at end of document)"."""
     import re
 
     match = re.search(r"line (\d+), column (\d+)", message)
-    return (int(match.group(1)), int(match.group(2))) if match else (1, 1)
+    if match:
+        return int(match.group(1)), int(match.group(2))
+    if "end of document" in message:
+        lines = text.splitlines() or [""]
+        return len(lines), len(lines[-1]) + 1
+    return 1, 1
 
 
 class ConfigResolver:

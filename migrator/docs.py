@@ -7,7 +7,6 @@ never written by hand; prints nothing (render/ shows it, scripts/ writes the REA
 from __future__ import annotations
 
 import inspect
-import re
 from typing import Iterable
 
 from migrator.rule import FixAvailability, Rule, Safety
@@ -15,12 +14,10 @@ from migrator.rule import FixAvailability, Rule, Safety
 TABLE_START = "<!-- rules:start -->"
 TABLE_END = "<!-- rules:end -->"
 
-_PLACEHOLDER = re.compile(r"\{(\w+)\}")
-
-
 def rule_summary(rule: type[Rule]) -> str:
-    """The rule's message as a one-line summary: `{loader}` placeholders become `loader`."""
-    return _PLACEHOLDER.sub(r"\1", rule.message)
+    """The rule's message as its one-line summary, `{placeholders}` kept as Ruff's rule
+    table keeps them: they say what the finding will name."""
+    return " ".join(rule.message.split())
 
 
 def fix_label(rule: type[Rule]) -> str:
