@@ -80,11 +80,11 @@ def _finding(path: str, analysis: ScriptAnalysis, report: Report, fixed: bool) -
 
 
 def _run_rules(
-    module: cst.Module, rules: Sequence[type[Rule]], config: Config
+    module: cst.Module, rules: Sequence[type[Rule]], config: Config, path: str
 ) -> tuple[ScriptAnalysis, list[Report]]:
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     analysis = analyze(wrapper)
-    ctx = RuleContext(config)
+    ctx = RuleContext(config, path)
     visitors = [rule(analysis, ctx) for rule in rules]
     if visitors:
         wrapper.visit_batched(visitors)
@@ -114,7 +114,7 @@ def migrate_module(
     touched: set[int] = set()
     lines = _LineMap(module.code) if config.fix else None
     for _ in range(MAX_PASSES):
-        analysis, reports = _run_rules(module, rules, config)
+        analysis, reports = _run_rules(module, rules, config, path)
         if lines is None:
             return EngineOutcome(module, tuple(_finding(path, analysis, r, False) for r in reports))
         plan = EditPlan(span_of=analysis.position)
@@ -131,7 +131,7 @@ def migrate_module(
                     touched.update(lines.original(n) for n in range(rng.start.line, rng.end.line + 1))
         module = apply_imports(apply_edits(module, plan.accepted), plan.accepted)
         lines.advance(module.code)
-    analysis, reports = _run_rules(module, rules, config)
+    analysis, reports = _run_rules(module, rules, config, path)
     remaining = [_finding(path, analysis, r, False) for r in reports]
     return EngineOutcome(module, tuple(fixed + remaining), frozenset(touched))
 

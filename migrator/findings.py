@@ -45,14 +45,20 @@ class Finding:
     fixed: bool = False
     unsafe_fix: bool = False
     severity: Severity = Severity.WARNING
+    cell: int | None = None  # in a notebook: the 1-based cell; `start`/`end` count lines in it
+
+    @property
+    def place(self) -> str:
+        """`line:col`, or `cell N:line:col` in a notebook (Ruff's form)."""
+        return f"cell {self.cell}:{self.start}" if self.cell is not None else str(self.start)
 
     def sort_key(self) -> tuple:
         """Stable order: by file, then place, then code."""
-        return (self.path, self.start, self.code, self.message)
+        return (self.path, self.cell or 0, self.start, self.code, self.message)
 
     def __str__(self) -> str:
         mark = " [*]" if self.fixable and not self.fixed else ""
-        return f"{self.path}:{self.start}: {self.code} {self.message}{mark}"
+        return f"{self.path}:{self.place}: {self.code} {self.message}{mark}"
 
 
 class FileStatus(enum.Enum):

@@ -15,6 +15,7 @@ import libcst as cst
 
 from migrator.config import Config, Target
 from migrator.edits import Edit, Fix, ImportChange
+from migrator.notebook import is_notebook
 
 if TYPE_CHECKING:
     from migrator.analysis import ScriptAnalysis
@@ -40,6 +41,7 @@ class Example:
     before: str
     after: str | None = None
     at: tuple[str, ...] = ()
+    path: str = "example.py"  # the file it is checked as; "example.ipynb": a notebook's cells
 
 
 @dataclass(frozen=True)
@@ -57,13 +59,19 @@ class Report:
 class RuleContext:
     """Per-file, per-rule collector; the only channel from a rule to the engine."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, path: str = "<stdin>") -> None:
         self.config = config
+        self.path = path
         self.reports: list[Report] = []
 
     @property
     def target(self) -> Target:
         return self.config.target
+
+    @property
+    def is_notebook(self) -> bool:
+        """Whether the module is a notebook's code cells joined (migrator/notebook.py)."""
+        return is_notebook(self.path)
 
 
 class Rule(cst.BatchableCSTVisitor):

@@ -17,15 +17,15 @@ CASES = [(rule, i, ex) for rule in all_rules() for i, ex in enumerate(rule.examp
     "rule,index,example", CASES, ids=[f"{r.code}-{i}" for r, i, _ in CASES]
 )
 def test_example(rule, index, example) -> None:
-    lint = migrate_source(example.before, "example.py", Config(fix=False))
+    lint = migrate_source(example.before, example.path, Config(fix=False))
     places = sorted(str(f.start) for f in lint.findings if f.code == rule.code)
     assert places, f"{rule.code}: the example gives no finding of this rule"
     if example.at:
         assert places == sorted(example.at)
-    fixed = migrate_source(example.before, "example.py", Config())
+    fixed = migrate_source(example.before, example.path, Config())
     if example.after is not None:
         assert fixed.after == example.after
-        again = migrate_source(fixed.after, "example.py", Config(fix=False))
+        again = migrate_source(fixed.after, example.path, Config(fix=False))
         assert not [f for f in again.findings if f.code == rule.code]
     else:
         assert not [f for f in fixed.findings if f.code == rule.code and f.fixed]
@@ -36,7 +36,7 @@ def test_declared_fix_matches_behaviour(rule) -> None:
     assert rule.examples, f"{rule.code} has no examples"
     fixable = []
     for example in rule.examples:
-        result = migrate_source(example.before, "example.py", Config(fix=False))
+        result = migrate_source(example.before, example.path, Config(fix=False))
         fixable += [f.fixable for f in result.findings if f.code == rule.code]
     if rule.fix is FixAvailability.ALWAYS:
         assert all(fixable), f"{rule.code} declares ALWAYS but a finding had no fix"
