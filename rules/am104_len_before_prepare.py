@@ -74,34 +74,56 @@ class LenBeforePrepare(Rule):
             self.report(use.call, loader=use.loader)
 
     def _sizes_prepared_scheduler(self, call: cst.Call) -> bool:
-        """The length feeds only schedulers that prepare() receives (directly or through
-        one variable)."""
+        """The length feeds only schedulers that prepare() receives: directly, or through
+        variables (`steps = E * len(loader)`, `args.max_train_steps = steps`) whose every
+        read, up to their next assignment, builds such a scheduler."""
+        prepared_args = {a for p in self.analysis.prepare_calls for a in p.args if a}
+        return self._feeds_only_prepared_schedulers(self.analysis.statement_of(call), prepared_args, 0)
+
+    def _feeds_only_prepared_schedulers(self, small: cst.CSTNode | None, prepared: set[str], depth: int) -> bool:
         analysis = self.analysis
-        prepared_args = {a for p in analysis.prepare_calls for a in p.args if a}
-        small = analysis.statement_of(call)
         if not isinstance(small, cst.Assign) or len(small.targets) != 1:
             return False
         name = dotted_name(small.targets[0].target)
         if name is None:
             return False
         if analysis.roles.of(name) is Role.SCHEDULER:
-            return name in prepared_args
-        users = [
-            b.name for b in analysis.facts.bindings
-            if b.value is not None and b.scope is analysis.scope_of(call) and _mentions(b.value, name)
+            return name in prepared
+        if depth >= 3:
+            return False
+        reads = self._reads(name, small)
+        return bool(reads) and all(self._feeds_only_prepared_schedulers(r, prepared, depth + 1) for r in reads)
+
+    def _reads(self, name: str, small: cst.Assign) -> list[cst.CSTNode | None]:
+        """The statements reading `name` after `small`, before `name` is assigned again."""
+        analysis = self.analysis
+        scope = analysis.scope_of(small)
+        line = analysis.position(small).start.line
+        later = [
+            analysis.position(b.statement).start.line
+            for b in analysis.facts.bindings
+            if b.name == name and b.scope is scope and analysis.position(b.statement).start.line > line
         ]
-        return bool(users) and all(
-            analysis.roles.of(u) is Role.SCHEDULER and u in prepared_args for u in users
-        )
+        until = min(later, default=None)
+        head = name.split(".")[0]
+        reads = []
+        for load in analysis.facts.loads:
+            if load.name != head or load.scope is not scope:
+                continue
+            where = analysis.position(load.node).start.line
+            if where <= line or (until is not None and where >= until):
+                continue
+            if _reads_name(analysis, load.node, name):
+                reads.append(analysis.statement_of(load.node))
+        return reads
 
 
-def _mentions(expr: cst.CSTNode, name: str) -> bool:
-    found = False
-
-    class _Find(cst.CSTVisitor):
-        def visit_Name(self, node: cst.Name) -> None:
-            nonlocal found
-            found = found or node.value == name
-
-    expr.visit(_Find())
-    return found
+def _reads_name(analysis, node: cst.Name, name: str) -> bool:
+    """Whether the load `node` (a head name) reads `name`: `args.max_steps` in `args.max_steps * 2`."""
+    current: cst.CSTNode = node
+    while dotted_name(current) != name:
+        up = analysis.parent(current)
+        if not (isinstance(up, cst.Attribute) and up.value is current):
+            return False
+        current = up
+    return True

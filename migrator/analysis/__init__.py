@@ -13,6 +13,7 @@ from typing import Mapping
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, ParentNodeProvider, PositionProvider
 
+from migrator.analysis.branches import Audience, ProcessBranches, RankBranch
 from migrator.analysis.collect import Binding, Facts, collect
 from migrator.analysis.device import DeviceMove, DeviceVariable, device_move, device_variables
 from migrator.analysis.loop import Block, backward_loops, batch_names, enclosing_block, training_functions
@@ -24,6 +25,8 @@ ACCELERATOR_NAME = "accelerator"
 
 __all__ = [
     "ACCELERATOR_NAME",
+    "Audience",
+    "RankBranch",
     "Block",
     "DeviceMove",
     "DeviceVariable",
@@ -73,6 +76,7 @@ class ScriptAnalysis:
     droppable_moves: frozenset[int]
     surviving_device_uses: Mapping[str, int]
     lens: tuple[LenUse, ...]
+    branches: ProcessBranches  # who runs what on N processes; which calls are collectives
     _positions: Mapping[cst.CSTNode, CodeRange]
     _parents: Mapping[cst.CSTNode, cst.CSTNode]
 
@@ -180,6 +184,7 @@ def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
         droppable_moves=frozenset(droppable),
         surviving_device_uses=surviving,
         lens=tuple(lens),
+        branches=ProcessBranches(facts, acc_names, parent, bool(prepare_calls)),
         _positions=positions,
         _parents=parents,
     )
@@ -207,7 +212,7 @@ def _prepare_calls(facts: Facts, acc_names, parent) -> tuple[PrepareCall, ...]:
             if isinstance(stmt, cst.Assign) and stmt.value is c.node:
                 t = stmt.targets[0].target
                 elements = t.elements if isinstance(t, (cst.Tuple, cst.List)) else [t]
-                targets = tuple(dotted_name(getattr(e, "value", e)) for e in elements)
+                targets = tuple(dotted_name(e.value if isinstance(e, cst.BaseElement) else e) for e in elements)
             args = tuple(dotted_name(a.value) for a in c.node.args)
             out.append(PrepareCall(c.node, stmt, args, targets))
     return tuple(out)

@@ -1,0 +1,55 @@
+"""Names that hold a prepared model at a given place, for rules about already-migrated code.
+
+The prepare plan (plan.py) says what the migration *will* prepare; this module reads the
+`prepare()` calls a script already has. Nothing here edits the tree.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from migrator.analysis.roles import Role
+
+if TYPE_CHECKING:
+    from migrator.analysis import ScriptAnalysis
+
+
+def prepared_models(analysis: "ScriptAnalysis") -> dict[str, list[cst.Call]]:
+    """Names bound to a prepared model → the prepare() calls that bind them."""
+    roles = analysis.roles
+    models: dict[str, list[cst.Call]] = {}
+    for prepare in analysis.prepare_calls:
+        for target, arg in zip(prepare.targets, prepare.args):
+            if target and (roles.of(target) is Role.MODEL or roles.of(arg) is Role.MODEL):
+                models.setdefault(target, []).append(prepare.call)
+    return models
+
+
+def holds_prepared_model(
+    analysis: "ScriptAnalysis", node: cst.CSTNode, name: str, models: dict[str, list[cst.Call]]
+) -> bool:
+    """Whether `name`, used at `node`, refers to a prepared model: after its prepare() in
+    the same function, a module-level prepared name used in a function that does not
+    rebind it, or a `self.`/`cls.` attribute prepared anywhere."""
+    calls = models.get(name)
+    if not calls:
+        return False
+    if name.startswith(("self.", "cls.")):
+        return True
+    scope = analysis.scope_of(node)
+    line = analysis.position(node).start.line
+    for call in calls:
+        there = analysis.scope_of(call)
+        if there is scope and analysis.position(call).start.line < line:
+            return True
+        if there is not scope and isinstance(there, cst.Module) and not analysis.binds(scope, name.split(".")[0]):
+            return True
+    return False
+
+
+def accelerator_visible(analysis: "ScriptAnalysis", node: cst.CSTNode) -> bool:
+    """Whether the Accelerator's name can be used at `node` (bound there or globally)."""
+    head = analysis.accelerator.split(".")[0]
+    return analysis.binds(analysis.scope_of(node), head) or analysis.binds(analysis.module, head)

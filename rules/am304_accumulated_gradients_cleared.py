@@ -1,0 +1,99 @@
+"""AM304: `zero_grad()` inside `accelerator.accumulate()` where it clears accumulated gradients."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis import Role, dotted_name
+from migrator.analysis.branches import accelerator_method
+from migrator.rule import Example, Rule
+
+
+class AccumulatedGradientsCleared(Rule):
+    """## What it does
+    Inside `with accelerator.accumulate(model):`, reports
+    `optimizer.zero_grad()` called before the backward pass, and `model.zero_grad()`
+    called anywhere.
+
+    ## Why is this bad?
+    A prepared optimizer's `zero_grad()` does nothing on the micro steps that only
+    accumulate, and clears the gradients on the step that synchronises. Called before
+    `backward`, it therefore throws away every earlier micro step's gradients exactly when
+    they are about to be applied: only the last micro batch trains, and the learning rate
+    acts on a batch `gradient_accumulation_steps` times smaller than intended. A model's
+    own `zero_grad()` is not prepared at all and clears the gradients on every micro step,
+    so nothing accumulates. Either way training runs without an error and converges worse.
+
+    ## Example
+    ```python
+    with accelerator.accumulate(model):
+        optimizer.zero_grad()
+        accelerator.backward(model(batch).loss)
+        optimizer.step()
+    ```
+
+    Use instead:
+    ```python
+    with accelerator.accumulate(model):
+        accelerator.backward(model(batch).loss)
+        optimizer.step()
+        optimizer.zero_grad()
+    ```
+
+    ## See also
+    - huggingface/accelerate#616: the gradient accumulation guide had `zero_grad()` at the
+      wrong step (https://github.com/huggingface/accelerate/issues/616)
+    - huggingface/accelerate#2341: worse results with Accelerate, caused by
+      `model.zero_grad()` inside the accumulation step
+    """
+
+    code = "AM304"
+    name = "accumulated-gradients-cleared"
+    message = "`{call}` {why}"
+    examples = (
+        Example(
+            before=(
+                "from runtime import Accelerator\n\naccelerator = Accelerator()\n\n"
+                "def step(model, optimizer, x):\n"
+                "    with accelerator.accumulate(model):\n"
+                "        optimizer.zero_grad()\n"
+                "        accelerator.backward(model(x).sum())\n"
+                "        optimizer.step()\n"
+            ),
+            at=("7:9",),
+        ),
+    )
+
+    def visit_With(self, node: cst.With) -> None:
+        analysis = self.analysis
+        if not any(accelerator_method(i.item, analysis.accelerator_names) == "accumulate" for i in node.items):
+            return
+        body = analysis.position(node.body)
+        inside = [
+            c for c in analysis.facts.calls
+            if isinstance(c.node.func, cst.Attribute) and _within(analysis.position(c.node), body)
+        ]
+        backwards = [analysis.position(c.node).start for c in inside if c.node.func.attr.value == "backward"]
+        first_backward = min(((p.line, p.column) for p in backwards), default=None)
+        for fact in inside:
+            func = fact.node.func
+            if func.attr.value != "zero_grad":
+                continue
+            owner = dotted_name(func.value)
+            role = analysis.roles.of(owner)
+            shown = f"{owner}.zero_grad()"
+            start = analysis.position(fact.node).start
+            if role is Role.MODEL or (role is None and (owner or "").endswith(("model", "net"))):
+                why = "clears the gradients on every micro step inside accumulate(): nothing accumulates"
+                self.report(fact.node, call=shown, why=why)
+            elif first_backward is not None and (start.line, start.column) < first_backward:
+                why = (
+                    "before backward inside accumulate() clears the earlier micro steps' gradients "
+                    "on the step that applies them; call it after optimizer.step()"
+                )
+                self.report(fact.node, call=shown, why=why)
+
+
+def _within(inner, outer) -> bool:
+    return (outer.start.line, outer.start.column) <= (inner.start.line, inner.start.column) and (
+        inner.end.line, inner.end.column) <= (outer.end.line, outer.end.column)

@@ -1,0 +1,113 @@
+"""AM901: a collective that only the main process (or only the others) reaches."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis import Audience, RankBranch
+from migrator.rule import Example, Rule
+
+
+class MainProcessCollective(Rule):
+    """## What it does
+    Reports a collective — `accelerator.wait_for_everyone()`, `gather()`,
+    `gather_for_metrics()`, `reduce()`, `pad_across_processes()`, `save_state()`,
+    `load_state()`, `save_model()`, `get_state_dict()`, `prepare()`,
+    `main_process_first()`, `accelerator.backward()` of a prepared (DDP) model,
+    `torch.distributed.barrier/all_reduce/broadcast/...`, `accelerate.utils.gather_object`
+    — that runs inside a branch only some processes take: `if accelerator.is_main_process:`,
+    `if accelerator.is_local_main_process:`, `if accelerator.process_index == 0:`,
+    `if rank == 0:`, `if args.local_rank in (-1, 0):`, `if dist.get_rank() == 0:`, their
+    `else`, the rest of a block after `if not accelerator.is_main_process: return`, and
+    functions decorated with `@accelerator.on_main_process`. A call to a function of the
+    same file that runs a collective counts too (`if accelerator.is_main_process:
+    evaluate(model)`).
+
+    ## Why is this bad?
+    A collective returns only when every process has called it. The main process waits
+    for peers that never arrive (they took the other branch), so on N processes the run
+    hangs until the NCCL/gloo timeout — usually 30 minutes later, with no error pointing at
+    the line. On one process nothing is wrong, which is why this survives testing.
+
+    ## Example
+    ```python
+    if accelerator.is_main_process:
+        accelerator.wait_for_everyone()
+        accelerator.save_state("ckpt")
+    ```
+
+    Use instead:
+    ```python
+    accelerator.wait_for_everyone()
+    accelerator.save_state("ckpt")
+    if accelerator.is_main_process:
+        ...  # work only the main process does (logging, writing a summary)
+    ```
+
+    ## Known limits
+    The old "main process first" idiom — the same collective in an
+    `if not accelerator.is_main_process:` branch of the same function, matching the one
+    in the main-process branch — is recognised and not reported. Rank tests hidden in
+    helper functions other than `is_main_process()`-style names are not recognised.
+
+    ## See also
+    - huggingface/accelerate#2785: a script hangs on `gather_for_metrics()` placed under
+      `accelerator.is_main_process` (https://github.com/huggingface/accelerate/issues/2785)
+    - huggingface/accelerate#1171: `save_state` under `is_main_process` hangs
+      (https://github.com/huggingface/accelerate/issues/1171)
+    - huggingface/accelerate#2733: `gather_object` under `is_main_process` hangs
+    - huggingface/transformers#31532: evaluation entered only by the main process hangs
+      in `gather_for_metrics`
+    """
+
+    code = "AM901"
+    name = "main-process-collective"
+    message = "`{call}` waits for every process but runs only on {who} ({where}): the run hangs"
+    examples = (
+        Example(
+            before=(
+                "from runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "if accelerator.is_main_process:\n    accelerator.wait_for_everyone()\n"
+            ),
+            at=("5:5",),
+        ),
+        Example(
+            before=(
+                "from runtime import Accelerator\n\naccelerator = Accelerator()\n\n"
+                "def evaluate(preds):\n    return accelerator.gather_for_metrics(preds)\n\n"
+                "if accelerator.process_index == 0:\n    evaluate(1)\n"
+            ),
+            at=("9:5",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        branches = analysis.branches
+        found: list[tuple[cst.Call, str, RankBranch]] = []
+        for collective in branches.collectives:
+            branch = branches.branch_of(collective.call)
+            if branch is not None:
+                found.append((collective.call, collective.name, branch))
+        for fact in analysis.facts.calls:
+            reached = branches.collective_in_function(fact.node)
+            if reached is None:
+                continue
+            branch = branches.branch_of(fact.node)
+            if branch is not None:
+                shown = f"{cst.Module([]).code_for_node(fact.node.func)}() → {reached}"
+                found.append((fact.node, shown, branch))
+        paired = self._paired(found)
+        for call, shown, branch in found:
+            if (id(analysis.scope_of(call)), shown) in paired:
+                continue
+            self.report(call, call=shown, who=branch.audience.value, where=branch.describe())
+
+    def _paired(self, found: list[tuple[cst.Call, str, RankBranch]]) -> set[tuple[int, str]]:
+        """(scope, collective) seen both in a main-process branch and in an other-processes
+        branch of the same function: the two halves meet (the main-process-first idiom)."""
+        seen: dict[tuple[int, str], set[Audience]] = {}
+        for call, shown, branch in found:
+            seen.setdefault((id(self.analysis.scope_of(call)), shown), set()).add(branch.audience)
+        return {key for key, audiences in seen.items() if len(audiences) > 1}
+
