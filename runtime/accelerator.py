@@ -226,7 +226,7 @@ class Accelerator:
 
     def gather_for_metrics(self, input_data: Any, use_gather_object: bool = False) -> Any:
         """Gather, dropping the samples repeated to even out the last batch."""
-        return collectives.gather_for_metrics(input_data, self._sync, use_gather_object)
+        return collectives.gather_for_metrics(input_data, self._sync, use_gather_object, self.device)
 
     def reduce(self, tensor: Any, reduction: str = "sum", scale: float = 1.0) -> Any:
         return collectives.reduce(tensor, reduction, scale)

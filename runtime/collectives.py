@@ -6,6 +6,7 @@ input unchanged, so scripts run the same under plain `python`.
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import torch
@@ -33,23 +34,34 @@ def gather(data: Any) -> Any:
     return map_tensors(_gather_tensor, data)
 
 
-def gather_object(data: list[Any]) -> list[Any]:
-    """Concatenate every process's list of picklable objects, in rank order."""
+def gather_object(data: list[Any], device: torch.device | str = "cpu") -> list[Any]:
+    """Concatenate every process's list of picklable objects, in rank order.
+
+    The lists travel pickled in byte tensors through all_gather (torch's own
+    all_gather_object needs NumPy, which the runtime does not depend on). `device` must be
+    one the backend can send from: the process's GPU under NCCL.
+    """
     if world_size() == 1:
         return list(data)
-    parts: list[Any] = [None] * world_size()
-    dist.all_gather_object(parts, list(data))
-    return [item for part in parts for item in part]
+    payload = torch.frombuffer(bytearray(pickle.dumps(list(data))), dtype=torch.uint8).to(device)
+    sizes = _all_sizes(payload, 0).tolist()
+    padded = _pad(payload, 0, max(sizes), 0, False)
+    parts = [torch.empty_like(padded) for _ in sizes]
+    dist.all_gather(parts, padded)
+    lists = [pickle.loads(bytes(part[:size].cpu().untyped_storage())) for part, size in zip(parts, sizes)]
+    return [item for part in lists for item in part]
 
 
-def gather_for_metrics(data: Any, sync: GradientSync, use_gather_object: bool = False) -> Any:
+def gather_for_metrics(
+    data: Any, sync: GradientSync, use_gather_object: bool = False, device: torch.device | str = "cpu"
+) -> Any:
     """Gather, then drop the samples that were repeated to even out the last batch.
 
     The prepared dataloader being iterated knows how many real samples its last global
     batch holds (`sync.remainder`); on that batch the gathered result is cut to it.
     """
     use_gather_object = use_gather_object or not _all_tensors(data)
-    gathered = gather_object(data) if use_gather_object else gather(data)
+    gathered = gather_object(data, device) if use_gather_object else gather(data)
     if not (sync.end_of_dataloader and sync.remainder > 0):
         return gathered
     keep = sync.remainder
@@ -101,13 +113,6 @@ def broadcast(data: Any, from_process: int = 0) -> Any:
         return out
 
     return map_tensors(broadcast_one, data)
-
-
-def broadcast_object_list(objects: list[Any], from_process: int = 0) -> list[Any]:
-    """Replace `objects` in place with `from_process`'s picklable objects; returns the list."""
-    if world_size() > 1:
-        dist.broadcast_object_list(objects, src=from_process)
-    return objects
 
 
 def split_between_processes(inputs: Any, rank: int, world: int, apply_padding: bool = False) -> Any:

@@ -33,19 +33,6 @@ def map_tensors(fn: Callable[[torch.Tensor], Any], data: Any) -> Any:
     return data
 
 
-def first_tensor(data: Any) -> torch.Tensor | None:
-    """The first tensor found in `data` (depth first), or None."""
-    found: list[torch.Tensor] = []
-
-    def keep(tensor: torch.Tensor) -> torch.Tensor:
-        if not found:
-            found.append(tensor)
-        return tensor
-
-    map_tensors(keep, data)
-    return found[0] if found else None
-
-
 def send_to_device(data: Any, device: torch.device, non_blocking: bool = False) -> Any:
     """Move every tensor in `data` to `device` (a no-op for tensors already there)."""
     return map_tensors(lambda t: t.to(device, non_blocking=non_blocking), data)

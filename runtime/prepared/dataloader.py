@@ -59,7 +59,8 @@ class PreparedDataLoader(DataLoader):
             return self._shard_iterable(loader, info, split, even)
         sampler = loader.sampler
         if type(sampler) is RandomSampler:
-            sampler = self._sampler = SeededRandomSampler(sampler)
+            agree = self._agree if info.world_size > 1 else None
+            sampler = self._sampler = SeededRandomSampler(sampler, agree)
         collate = loader.collate_fn
         source = loader.batch_sampler
         if source is None:  # automatic batching off: one sample per "batch"
@@ -102,6 +103,10 @@ class PreparedDataLoader(DataLoader):
             loader.dataset, info.rank, info.world_size, size, drop_last=loader.drop_last, even_batches=even
         )
         return self._shard, {**batching, "batch_size": size}
+
+    def _agree(self, value: torch.Tensor) -> torch.Tensor:
+        """Process 0's shuffle seed (or generator state) on every process, so all shard one order."""
+        return broadcast(value.to(self._comm_device)).cpu()
 
     @property
     def remainder(self) -> int:
@@ -148,9 +153,6 @@ class PreparedDataLoader(DataLoader):
         if self._sampler is not None:
             if resume is not None and resume.get("seed") is not None:
                 self._sampler.next_seed = resume["seed"]
-            elif self._world > 1:
-                seed = torch.tensor([self._sampler.draw_seed()], dtype=torch.int64, device=self._comm_device)
-                self._sampler.next_seed = int(broadcast(seed).item())
         if isinstance(self._shard, ShardedBatchSampler):
             self._shard.skip_rounds = self._position
         return self._position

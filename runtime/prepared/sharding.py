@@ -8,20 +8,23 @@ gather_for_metrics could not drop them by count; here they always come last.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from torch.utils.data import IterableDataset, RandomSampler, Sampler
 
 
 class SeededRandomSampler(RandomSampler):
-    """RandomSampler whose per-epoch seed can be imposed (all processes agree, resume) and read.
+    """RandomSampler whose per-epoch shuffle can be imposed (resume), agreed between processes, and read.
 
-    Left alone it draws its seed exactly as RandomSampler does, from the global RNG (or its
-    own generator), so a single process shuffles as the unprepared loader would.
+    It shuffles as RandomSampler does, at the same moment (when the epoch's first batch is
+    drawn, after the DataLoader iterator took its own base seed): from a seed drawn from the
+    global RNG, or with the user's generator itself. So one process shuffles as the
+    unprepared loader would, and N processes shuffle as the unprepared loader on one.
+    `agree` (set on N processes) returns process 0's value of a tensor on every process.
     """
 
-    def __init__(self, sampler: RandomSampler) -> None:
+    def __init__(self, sampler: RandomSampler, agree: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
         super().__init__(
             sampler.data_source,
             replacement=sampler.replacement,
@@ -29,23 +32,38 @@ class SeededRandomSampler(RandomSampler):
             generator=None,
         )
         self.seed_source = sampler.generator
-        self.next_seed: int | None = None
-        self.last_seed: int | None = None
+        self.agree = agree
+        # The epoch's shuffle: a seed (global RNG) or the user generator's state at its start.
+        self.next_seed: int | torch.Tensor | None = None
+        self.last_seed: int | torch.Tensor | None = None
 
     def draw_seed(self) -> int:
-        """Draw a seed the way RandomSampler does, from the global RNG or the user's generator."""
-        return int(torch.empty((), dtype=torch.int64).random_(generator=self.seed_source).item())
+        """Draw a seed the way RandomSampler does, from the global RNG."""
+        return int(torch.empty((), dtype=torch.int64).random_().item())
 
     def __iter__(self) -> Iterator[int]:
-        seed = self.next_seed if self.next_seed is not None else self.draw_seed()
-        self.next_seed = None
+        imposed, self.next_seed = self.next_seed, None
+        if self.seed_source is None:
+            seed = imposed if imposed is not None else self._agreed_seed()
+            self.generator = torch.Generator()
+            self.generator.manual_seed(seed)
+        else:  # RandomSampler permutes with the user's generator directly, not with a seed from it
+            seed = imposed if imposed is not None else self.seed_source.get_state()
+            if imposed is None and self.agree is not None:
+                seed = self.agree(seed)
+            self.seed_source.set_state(seed.cpu())  # a checkpoint may have been loaded onto a GPU
+            self.generator = self.seed_source
         self.last_seed = seed
-        self.generator = torch.Generator()
-        self.generator.manual_seed(seed)
         try:
             yield from super().__iter__()
         finally:
             self.generator = None
+
+    def _agreed_seed(self) -> int:
+        seed = self.draw_seed()
+        if self.agree is None:
+            return seed
+        return int(self.agree(torch.tensor([seed], dtype=torch.int64)).item())
 
 
 class ShardedBatchSampler(Sampler[list[int]]):

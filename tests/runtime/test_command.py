@@ -1,0 +1,113 @@
+"""runtime/launch/command.py and cli.py: LaunchConfig -> torchrun argv, without processes."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from runtime.launch import cli, command
+from runtime.launch.command import CHILD_MODULE, LaunchConfig, LaunchConfigError, resolve_defaults, script_env, torchrun_argv
+from runtime.process import ENV_MIXED_PRECISION, ENV_USE_CPU
+
+
+def test_single_node_argv():
+    config = LaunchConfig(script="train.py", script_args=("--lr", "0.1"), nproc_per_node=2, master_port=1234)
+    assert torchrun_argv(config) == [
+        "--nnodes", "1", "--nproc-per-node", "2", "--node-rank", "0", "--master-addr", "127.0.0.1",
+        "--master-port", "1234", "--max-restarts", "0", "--module", CHILD_MODULE, "train.py", "--lr", "0.1",
+    ]  # fmt: skip
+
+
+def test_multi_node_argv_without_port_leaves_torchrun_default():
+    config = LaunchConfig(script="t.py", nproc_per_node=8, nnodes=2, node_rank=1, master_addr="10.1.1.1")
+    argv = torchrun_argv(config)
+    assert argv[:8] == ["--nnodes", "2", "--nproc-per-node", "8", "--node-rank", "1", "--master-addr", "10.1.1.1"]
+    assert "--master-port" not in argv
+
+
+def test_torchrun_parses_our_argv_and_keeps_script_arguments_untouched():
+    from torch.distributed import run as torchrun
+
+    script_args = ("--nproc-per-node", "5", "--lr", "0.1", "--", "-m", "x")
+    config = LaunchConfig(script="train.py", script_args=script_args, nproc_per_node=2, master_port=1)
+    args = torchrun.parse_args(torchrun_argv(config))
+    assert args.module and args.training_script == CHILD_MODULE
+    assert args.training_script_args == ["train.py", *script_args]
+    assert (args.nproc_per_node, args.nnodes, args.max_restarts, args.master_port) == ("2", "1", 0, 1)
+
+
+def test_defaults_are_resolved_at_run_time():
+    resolved = resolve_defaults(LaunchConfig(script="t.py"), cuda_devices=4, free_port=4321)
+    assert (resolved.nproc_per_node, resolved.master_port) == (4, 4321)
+    assert resolve_defaults(LaunchConfig(script="t.py"), cuda_devices=0, free_port=1).nproc_per_node == 1
+    assert resolve_defaults(LaunchConfig(script="t.py", cpu=True), cuda_devices=4, free_port=1).nproc_per_node == 1
+    several = resolve_defaults(LaunchConfig(script="t.py", nnodes=2), cuda_devices=0)
+    assert several.master_port is None, "on several nodes every node must be given the same port"
+
+
+def test_script_env_uses_the_runtime_constants():
+    assert script_env(LaunchConfig(script="t.py")) == {}
+    env = script_env(LaunchConfig(script="t.py", mixed_precision="bf16", cpu=True))
+    assert env == {ENV_MIXED_PRECISION: "bf16", ENV_USE_CPU: "1"}
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"nproc_per_node": 0}, "--nproc-per-node"),
+        ({"nnodes": 0}, "--nnodes"),
+        ({"nnodes": 2, "node_rank": 2}, "--node-rank"),
+        ({"master_port": 70000}, "--master-port"),
+        ({"mixed_precision": "fp8"}, "--mixed-precision"),
+    ],
+)
+def test_impossible_settings_are_refused(fields, message):
+    with pytest.raises(LaunchConfigError, match=message):
+        LaunchConfig(script="t.py", **fields)
+
+
+def test_find_free_port_binds():
+    assert 0 < command.find_free_port() < 65536
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """Replace the run step: the CLI is checked up to the config it would launch."""
+    seen = []
+    monkeypatch.setattr(cli, "run", lambda config: seen.append(config) or 0)
+    return seen
+
+
+def test_cli_passes_everything_after_the_script_to_it(captured):
+    argv = ["--nproc-per-node", "2", "--mixed-precision", "BF16", "train.py", "--lr", "0.1", "--nproc-per-node", "9", "--help"]
+    result = CliRunner().invoke(cli.app, argv)
+    assert result.exit_code == 0, result.output
+    (config,) = captured
+    assert config.script == "train.py"
+    assert config.script_args == ("--lr", "0.1", "--nproc-per-node", "9", "--help")
+    assert (config.nproc_per_node, config.mixed_precision, config.nnodes) == (2, "bf16", 1)
+    assert config.master_port is not None, "a single node gets a free port"
+
+
+def test_cli_rejects_a_bad_setting_in_one_line(captured):
+    result = CliRunner().invoke(cli.app, ["--nnodes", "2", "--node-rank", "5", "train.py"])
+    assert result.exit_code == 2 and not captured
+    assert "--node-rank must be in 0..1" in result.output
+
+
+def test_cli_exit_status_is_the_run_status(monkeypatch):
+    monkeypatch.setattr(cli, "run", lambda config: 7)
+    assert CliRunner().invoke(cli.app, ["--nproc-per-node", "1", "t.py"]).exit_code == 7
+
+
+def test_python_dash_m_runtime_launch_is_the_cli(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["accel-launch", "--help"])
+    with pytest.raises(SystemExit) as stop:
+        runpy.run_module("runtime.launch", run_name="__main__", alter_sys=False)
+    assert stop.value.code == 0
+    help_text = capsys.readouterr().out
+    for option in ("--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--mixed-precision", "--cpu"):
+        assert option in help_text, f"{option} missing from --help"
