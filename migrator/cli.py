@@ -137,12 +137,12 @@ def _codes(value: str | None) -> tuple[str, ...]:
 
 def _run(paths: list[str], mode: Mode, overrides: Overrides, *, isolated: bool, output: str | None,
          fmt: OutputFormat, statistics: bool) -> int:
-    from migrator import api
-
     if not paths:
         raise UsageError("no PATH given (try accel-migrate --help)")
     if output and (len(paths) != 1 or os.path.isdir(paths[0])):
         raise UsageError("--output takes exactly one input file")
+    from migrator import api
+
     results = api.migrate_paths(
         paths, overrides=overrides, isolated=isolated,
         write=mode is Mode.WRITE and not output, output=output,

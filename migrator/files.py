@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Iterator
 SKIP_DIRS = frozenset({
     ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", ".mypy_cache",
     ".pytest_cache", ".ruff_cache", "__pycache__", "node_modules", "site-packages",
-    "build", "dist",
+    "build", "dist", ".ipynb_checkpoints",
 })
 
 
@@ -149,7 +149,7 @@ def _fsync_directory(directory: str) -> None:
 
 
 def python_files(paths: Iterable[str], excluded: Callable[[str], bool] = lambda p: False) -> Iterator[str]:
-    """Expand directories into their `*.py` files, sorted; keep other paths as given.
+    """Expand directories into their `*.py` and `*.ipynb` files, sorted; keep other paths as given.
 
     A path that is not a directory is yielded even when missing or unreadable, so reading
     it reports why. Symlinked directories are not followed (no loops); symlinked files are.
@@ -168,8 +168,8 @@ def python_files(paths: Iterable[str], excluded: Callable[[str], bool] = lambda 
                 and not _is_venv(os.path.join(root, d)) and not excluded(os.path.join(root, d))
             )
             for name in sorted(names):
-                full = os.path.join(root, name)
-                if name.endswith(".py") and not excluded(full):
+                full = os.path.normpath(os.path.join(root, name))  # "./a.py" → "a.py"
+                if name.endswith((".py", ".ipynb")) and not excluded(full):
                     yield full
 
 

@@ -1,0 +1,245 @@
+"""The `accel-migrate` command through a real subprocess: modes, exit statuses, options,
+colour, start-up cost, and the bundled example the README's Quickstart runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "train.py"
+
+HAZARD = (
+    "import torch\n\n"
+    "device = torch.device('cuda')\n"
+    "model = torch.nn.Linear(2, 2).to(device)\n"
+    "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "loss = model(torch.ones(2)).sum()\n"
+    "loss.backward()\n"
+)
+CLEAN = "import torch\n\nx = torch.ones(2)\nprint(x.sum())\n"
+
+
+def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    return subprocess.run(
+        [sys.executable, "-m", "migrator", *args],
+        cwd=cwd, env={**base, **(env or {})}, capture_output=True, text=True, timeout=120,
+    )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "train.py").write_text(HAZARD)
+    (tmp_path / "clean.py").write_text(CLEAN)
+    return tmp_path
+
+
+# --- modes and exit statuses -------------------------------------------------------
+
+
+def test_diff_prints_a_plain_diff_and_writes_nothing(project):
+    proc = run_cli("train.py", "--diff", cwd=project)
+    assert proc.returncode == 1, proc
+    assert proc.stdout.startswith("--- a/train.py\n+++ b/train.py\n")
+    assert "+accelerator.backward(loss)\n" in proc.stdout
+    assert "\x1b[" not in proc.stdout + proc.stderr
+    assert "would be migrated" in proc.stderr
+    assert (project / "train.py").read_text() == HAZARD
+
+
+def test_default_mode_lists_findings_and_says_what_to_run(project):
+    proc = run_cli("train.py", cwd=project)
+    assert proc.returncode == 1, proc
+    assert "train.py:7:1: AM301 `loss.backward()` bypasses the Accelerator [*]" in proc.stdout.splitlines()
+    assert "--write" in proc.stderr and "--diff" in proc.stderr
+    assert (project / "train.py").read_text() == HAZARD
+
+
+def test_lint_exit_statuses(project):
+    hazard = run_cli("train.py", "--lint", cwd=project)
+    assert hazard.returncode == 1
+    assert "train.py:7:1: AM301" in hazard.stdout
+    clean = run_cli("clean.py", "--lint", cwd=project)
+    assert clean.returncode == 0, clean
+    assert clean.stdout == ""
+
+
+def test_check_then_write_then_check(project):
+    check = run_cli(".", "--check", cwd=project)
+    assert check.returncode == 1
+    assert "Would rewrite train.py" in check.stdout
+    assert "clean.py" not in check.stdout
+    assert (project / "train.py").read_text() == HAZARD
+    write = run_cli(".", "--write", cwd=project)
+    assert write.returncode == 0, write
+    assert "Rewrote train.py" in write.stderr
+    assert "accelerator.backward(loss)" in (project / "train.py").read_text()
+    again = run_cli(".", "--check", cwd=project)
+    assert again.returncode == 0, again  # idempotent: nothing left to do
+    assert "Nothing to migrate." in again.stderr
+
+
+def test_output_writes_elsewhere(project):
+    proc = run_cli("train.py", "-o", "train_ddp.py", cwd=project)
+    assert proc.returncode == 0, proc
+    assert (project / "train.py").read_text() == HAZARD
+    assert "accelerator.backward(loss)" in (project / "train_ddp.py").read_text()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["train.py", "clean.py", "-o", "out.py"], "--output takes exactly one input file"),
+        ([".", "-o", "out.py"], "--output takes exactly one input file"),
+        (["train.py", "--diff", "--write"], "--diff and --write cannot be combined"),
+        (["train.py", "--lint", "-o", "out.py"], "--output writes a file; --lint writes nothing"),
+        (["train.py", "--select", "AM999"], "'AM999' matches no rule"),
+        (["train.py", "--ignore", "no-such-rule"], "'no-such-rule' matches no rule"),
+        ([], "no PATH given"),
+        (["--explain", "AM999"], "no rule 'AM999'"),
+    ],
+)
+def test_usage_errors_exit_2(project, args, message):
+    proc = run_cli(*args, cwd=project)
+    assert proc.returncode == 2, proc
+    assert f"accel-migrate: error: {message}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_option_exits_2(project):
+    proc = run_cli("train.py", "--frobnicate", cwd=project)
+    assert proc.returncode == 2
+    assert "No such option" in proc.stderr
+
+
+# --- rule selection and target -----------------------------------------------------
+
+
+def _codes(stdout: str) -> set[str]:
+    return {line.split(": ")[1].split()[0] for line in stdout.splitlines() if ": AM" in line}
+
+
+def test_select_and_ignore_by_code_prefix_and_name(project):
+    assert _codes(run_cli("train.py", "--lint", "--select", "AM301", cwd=project).stdout) == {"AM301"}
+    selected = _codes(run_cli("train.py", "--lint", "--select", "AM1,tensor-backward", cwd=project).stdout)
+    assert "AM301" in selected and all(c.startswith("AM1") or c == "AM301" for c in selected)
+    ignored = _codes(run_cli("train.py", "--lint", "--ignore", "AM1", cwd=project).stdout)
+    assert ignored and not any(c.startswith("AM1") for c in ignored)
+
+
+def test_target_accelerate(project):
+    proc = run_cli("train.py", "--diff", "--target", "accelerate", cwd=project)
+    assert "+from accelerate import Accelerator\n" in proc.stdout, proc
+
+
+# --- output formats and statistics end to end --------------------------------------
+
+
+def test_output_format_json_is_the_whole_stdout(project):
+    import json
+
+    proc = run_cli(".", "--lint", "--output-format", "json", cwd=project)
+    data = json.loads(proc.stdout)
+    assert sorted(f["path"] for f in data) == ["clean.py", "train.py"]
+
+
+def test_output_format_github(project):
+    proc = run_cli("train.py", "--lint", "--output-format", "github", cwd=project)
+    assert proc.returncode == 1
+    assert all(line.startswith("::warning file=train.py,") for line in proc.stdout.splitlines())
+
+
+def test_statistics(project):
+    proc = run_cli("train.py", "--lint", "--statistics", cwd=project)
+    assert "train.py:" not in proc.stdout
+    assert any(line.split()[:2] == ["1", "AM301"] for line in proc.stdout.splitlines()), proc.stdout
+
+
+# --- colour ------------------------------------------------------------------------
+
+
+def test_force_color_and_no_color(project):
+    forced = run_cli("train.py", "--diff", cwd=project, env={"FORCE_COLOR": "1"})
+    assert "\x1b[" in forced.stdout
+    both = run_cli("train.py", "--diff", cwd=project, env={"FORCE_COLOR": "1", "NO_COLOR": "1"})
+    assert "\x1b[" not in both.stdout
+
+
+# --- documentation commands --------------------------------------------------------
+
+
+def test_version_help_and_list_rules(project):
+    from migrator import __version__, registry
+
+    assert run_cli("--version", cwd=project).stdout == f"accel-migrate {__version__}\n"
+    help_text = run_cli("--help", cwd=project).stdout
+    for word in ("--diff", "--write", "--check", "--lint", "--explain", "Examples:", "accel-migrate train.py --diff"):
+        assert word in help_text
+    table = run_cli("--list-rules", cwd=project)
+    assert table.returncode == 0
+    for rule in registry.all_rules():
+        assert rule.code in table.stdout
+
+
+# --- start-up: never torch, no LibCST for --help -----------------------------------
+
+_PROBE = """
+import sys
+from migrator.cli import main
+sys.argv = ["accel-migrate", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+print("\\nLOADED", "torch" in sys.modules, "libcst" in sys.modules, "rich" in sys.modules, file=sys.stderr)
+"""
+
+
+def _loaded(*args: str, cwd: Path) -> list[str]:
+    proc = subprocess.run([sys.executable, "-c", _PROBE, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return proc.stderr.strip().splitlines()[-1].split()[1:]
+
+
+def test_help_imports_neither_torch_nor_libcst_nor_rich(project):
+    assert _loaded("--help", cwd=project) == ["False", "False", "False"]
+
+
+def test_a_lint_run_never_imports_torch_or_rich(project):
+    torch, libcst, rich = _loaded("train.py", "--lint", cwd=project)
+    assert (torch, libcst, rich) == ("False", "True", "False")
+
+
+# --- the bundled example (README Quickstart) ---------------------------------------
+
+
+def test_quickstart_command_on_the_bundled_example():
+    proc = run_cli("examples/train.py", "--diff", cwd=ROOT)
+    assert proc.returncode == 1, proc  # 1: there is something to migrate
+    assert proc.stdout.startswith("--- a/examples/train.py\n")
+    for line in ("+from runtime import Accelerator", "+            accelerator.backward(loss)",
+                 "-            loss.backward()"):
+        assert line in proc.stdout.splitlines()
+    assert "error" not in proc.stderr
+
+
+def test_bundled_example_migrates_to_code_that_compiles(tmp_path):
+    proc = run_cli(str(EXAMPLE), "-o", str(tmp_path / "train.py"), cwd=tmp_path)
+    assert proc.returncode == 0, proc  # nothing left for a human
+    compile((tmp_path / "train.py").read_text(), "train.py", "exec")
+
+
+def test_bundled_example_trains_on_cpu():
+    pytest.importorskip("torch")
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--epochs", "2"],
+        cwd=ROOT, capture_output=True, text=True, timeout=240,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+    )
+    assert proc.returncode == 0, proc.stderr
+    losses = [float(line.rsplit(" ", 1)[1]) for line in proc.stdout.splitlines() if "mean loss" in line]
+    assert len(losses) == 2 and losses[1] < losses[0]
