@@ -9,7 +9,7 @@ from typing import Iterable, Iterator
 
 import libcst as cst
 
-from migrator import engine, files, registry
+from migrator import engine, files, notebook, registry
 from migrator.config import Config, ConfigError, ConfigResolver, Overrides
 from migrator.findings import FileResult, FileStatus, Finding, Position, Severity
 
@@ -114,7 +114,8 @@ def _migrate_file(path: str, config: Config, *, write: bool, output: str | None)
         source = files.read_source(path)
     except files.InputError as exc:
         return FileResult(path, FileStatus.FAILED, error=_error(path, exc.line, exc.col, exc.code, exc.reason))
-    result = migrate_source(source.data, path, config)
+    migrate = notebook.migrate_notebook if notebook.is_notebook(path) else migrate_source
+    result = migrate(source.data, path, config)
     if result.after is None or not (output or (write and result.changed)):
         return result
     try:

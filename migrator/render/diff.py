@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 
 from migrator.findings import FileResult
+from migrator.notebook import is_notebook
+from migrator.render.notebook_diff import notebook_diff
 
 _NO_NEWLINE = "\\ No newline at end of file\n"
 
@@ -13,6 +15,10 @@ def unified_diff(result: FileResult, context: int = 3) -> str:
     """The diff from `result.before` to `result.after`; "" when nothing changed."""
     if result.before is None or result.after is None or result.before == result.after:
         return ""
+    if is_notebook(result.path):
+        cells = notebook_diff(result, context)
+        if cells is not None:
+            return cells
     name = result.path.replace("\\", "/").lstrip("/")
     lines = difflib.unified_diff(
         _lines(result.before), _lines(result.after), f"a/{name}", f"b/{name}", n=context

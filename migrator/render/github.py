@@ -21,6 +21,9 @@ def _property(text: str) -> str:
 
 
 def command(level: str, finding: Finding, title: str) -> str:
+    if finding.cell is not None:  # lines in a notebook cell are not lines of the file
+        props = f"file={_property(finding.path)},title={_property(title)}"
+        return f"::{level} {props}::{_data(f'{finding.place}: {finding.message}')}"
     props = (
         f"file={_property(finding.path)},line={finding.start.line},col={finding.start.col},"
         f"endLine={finding.end.line},endColumn={finding.end.col},title={_property(title)}"

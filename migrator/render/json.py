@@ -1,7 +1,8 @@
 """`--output-format json`: one object per file, findings with their full position.
 
 Stable keys for scripts: path, status, error, diff (only when the run migrated), and
-findings with path, line, col, end_line, end_col, code, name, message, fixable, fixed.
+findings with path, line, col, end_line, end_col, code, name, message, fixable, fixed,
+and cell (1-based in a notebook, where line counts from the top of the cell; else null).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def finding_dict(finding: Finding) -> dict[str, Any]:
         "message": finding.message,
         "fixable": finding.fixable,
         "fixed": finding.fixed,
+        "cell": finding.cell,
     }
 
 

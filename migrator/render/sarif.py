@@ -37,6 +37,8 @@ def _location(finding: Finding) -> dict[str, Any]:
     artifact: dict[str, Any] = {"uri": _uri(finding.path)}
     if not os.path.isabs(finding.path):
         artifact["uriBaseId"] = "%SRCROOT%"
+    if finding.cell is not None:  # lines in a notebook cell are not lines of the file
+        return {"physicalLocation": {"artifactLocation": artifact}, "message": {"text": finding.place}}
     return {
         "physicalLocation": {
             "artifactLocation": artifact,

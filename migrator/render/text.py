@@ -73,7 +73,7 @@ class Terminal:
 def finding_segments(finding: Finding, report: RunReport) -> list[Segment]:
     """`path:line:col: CODE message [*]` in pieces a terminal can colour."""
     segments: list[Segment] = [
-        (finding.path, "bold"), (f":{finding.start}: ", None),
+        (finding.path, "bold"), (f":{finding.place}: ", None),
         (finding.code, "bold red"), (f" {finding.message}", None),
     ]
     if report.fix_offered(finding):
@@ -86,7 +86,7 @@ def error_segments(result: FileResult) -> list[Segment]:
     error = result.error
     if error is None:
         return [(result.path, "bold"), (": error: could not be processed", "bold red")]
-    return [(f"{error.path}:{error.start}: ", "bold"), ("error: ", "bold red"), (error.message, None)]
+    return [(f"{error.path}:{error.place}: ", "bold"), ("error: ", "bold red"), (error.message, None)]
 
 
 def render(report: RunReport, out: Terminal, err: Terminal, *, statistics: bool = False) -> None:
