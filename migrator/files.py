@@ -168,7 +168,7 @@ def python_files(paths: Iterable[str], excluded: Callable[[str], bool] = lambda 
                 and not _is_venv(os.path.join(root, d)) and not excluded(os.path.join(root, d))
             )
             for name in sorted(names):
-                full = os.path.join(root, name)
+                full = os.path.normpath(os.path.join(root, name))  # "./a.py" → "a.py"
                 if name.endswith((".py", ".ipynb")) and not excluded(full):
                     yield full
 
