@@ -1,0 +1,175 @@
+"""Runs training scripts in subprocesses and reads back what each process printed per step.
+
+Every run is in its own session with a hard timeout; its whole process group is killed
+when it ends, times out or the test fails, so no rank outlives a test. Multi-process runs
+go through the real launchers (`accel-launch`, `accelerate launch`) with torchrun's
+`PET_TEE=3` (torchrun reads every option from a `PET_*` variable too), which prefixes each
+line with `[default<rank>]:` so the per-rank records can be told apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+_RANK = re.compile(r"^\[default(\d+)\]:(.*)$")
+_NUMBER = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
+_FIELDS = {name: re.compile(rf"\b{name}\b\s*[:=]?\s*{_NUMBER}") for name in ("epoch", "step", "loss", "lr")}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One printed training step: `loss` is required; epoch, step and lr when printed."""
+
+    loss: float
+    lr: float | None = None
+    epoch: int | None = None
+    step: int | None = None
+
+
+@dataclass
+class Run:
+    """A finished run: exit status, the output, and each rank's steps in printed order."""
+
+    command: list[str]
+    returncode: int
+    output: str
+    seconds: float
+    ranks: dict[int, list[Step]] = field(default_factory=dict)
+
+    def check(self) -> Run:
+        assert self.returncode == 0, f"exit status {self.returncode}: {' '.join(self.command)}\n{self.output[-5000:]}"
+        assert self.ranks and all(self.ranks.values()), f"no step/loss lines printed: {self.command}\n{self.output[-3000:]}"
+        return self
+
+    @property
+    def steps(self) -> list[Step]:
+        """Rank 0's steps (a single process's only)."""
+        return self.ranks[0]
+
+
+def parse_steps(output: str) -> dict[int, list[Step]]:
+    """Every line naming a loss, grouped by the rank prefix torchrun's tee adds (none: rank 0)."""
+    ranks: dict[int, list[Step]] = {}
+    for line in output.splitlines():
+        rank = 0
+        tagged = _RANK.match(line)
+        if tagged:
+            rank, line = int(tagged.group(1)), tagged.group(2)
+        found = {name: pattern.search(line) for name, pattern in _FIELDS.items()}
+        if not found["loss"]:
+            continue
+        value = {name: float(m.group(1)) for name, m in found.items() if m}
+        ranks.setdefault(rank, []).append(
+            Step(
+                loss=value["loss"],
+                lr=value.get("lr"),
+                epoch=int(value["epoch"]) if "epoch" in value else None,
+                step=int(value["step"]) if "step" in value else None,
+            )
+        )
+    return ranks
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The test process's environment minus any launch state, on CPU, with the repo importable."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCEL_", "ACCELERATE_", "TORCHELASTIC_", "PET_"))}
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(key, None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["PYTHONWARNINGS"] = "ignore"
+    env["OMP_NUM_THREADS"] = "1"  # what torchrun gives each worker; the same for every run compared
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    env["HF_HUB_OFFLINE"] = "1"
+    if sys.platform.startswith("linux"):
+        env["GLOO_SOCKET_IFNAME"] = "lo"
+    env.update(extra or {})
+    return env
+
+
+def run(command: Sequence[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> Run:
+    """Run to completion or kill the whole session at `timeout`; stdout and stderr together."""
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        list(command),
+        cwd=cwd,
+        env=child_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_session(proc)
+        output, _ = proc.communicate()
+        raise AssertionError(f"timed out after {timeout}s: {' '.join(command)}\n{output[-3000:]}") from None
+    finally:
+        _kill_session(proc)
+    return Run(list(command), proc.returncode, output, time.monotonic() - start, parse_steps(output))
+
+
+def _kill_session(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    if proc.returncode is None:
+        proc.kill()
+        proc.wait()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def python_cmd(script: Path, args: Sequence[str]) -> list[str]:
+    return [sys.executable, str(script), *args]
+
+
+def accel_launch_cmd(script: Path, args: Sequence[str], nproc: int) -> list[str]:
+    """Our launcher as a user runs it (the console script; `python -m runtime.launch` if absent)."""
+    exe = BIN / "accel-launch"
+    launcher = [str(exe)] if exe.exists() else [sys.executable, "-m", "runtime.launch"]
+    return [*launcher, "--nproc-per-node", str(nproc), str(script), *args]
+
+
+def accelerate_launch_cmd(script: Path, args: Sequence[str], nproc: int) -> list[str]:
+    """Hugging Face's launcher for N > 1 processes on CPU.
+
+    `accelerate launch --cpu` starts ONE process (its simple launcher), so N processes need
+    `--multi_gpu` (torchrun underneath), and ACCELERATE_USE_CPU=true (ACCELERATE_ENV) so that
+    Accelerate forms a gloo group (MULTI_CPU) instead of running N unaware copies.
+    `--tee 3` prefixes each line with its rank, as PET_TEE does for accel-launch.
+    """
+    exe = BIN / "accelerate"
+    launcher = [str(exe)] if exe.exists() else [sys.executable, "-m", "accelerate.commands.accelerate_cli"]
+    return [
+        *launcher, "launch", "--multi_gpu", "--num_processes", str(nproc), "--num_machines", "1",
+        "--mixed_precision", "no", "--dynamo_backend", "no", "--tee", "3",
+        "--main_process_port", str(free_port()), str(script), *args,
+    ]  # fmt: skip
+
+
+ACCELERATE_ENV = {"ACCELERATE_USE_CPU": "true"}
+TEE_ENV = {"PET_TEE": "3"}
+
+
+def close(a: float, b: float, atol: float, rtol: float = 0.0) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return False
+    return abs(a - b) <= atol + rtol * abs(b)
