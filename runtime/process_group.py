@@ -68,4 +68,4 @@ def barrier(info: ProcessInfo) -> None:
 
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
+    return text.splitlines()[0].rstrip(".")
