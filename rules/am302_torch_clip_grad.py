@@ -68,7 +68,7 @@ class TorchClipGrad(Rule):
         method = _CLIPS.get(qualified or "")
         if method is None:
             return
-        new_func = cst.Attribute(value=cst.Name(analysis.accelerator), attr=cst.Name(method))
+        new_func = cst.parse_expression(f"{analysis.accelerator}.{method}")  # may be `self.accelerator`
         removals = []
         if isinstance(node.func, cst.Name):
             module, _, name = qualified.rpartition(".")
