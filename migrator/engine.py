@@ -20,7 +20,7 @@ from migrator.edits import EditPlan, apply_edits
 from migrator.findings import Finding, Position
 from migrator.imports import apply_imports
 from migrator.rule import Report, Rule, RuleContext
-from migrator.suppress import is_suppressed
+from migrator.suppress import UNUSED_SUPPRESSION, is_suppressed, unused_suppressions
 
 MAX_PASSES = 6
 
@@ -80,8 +80,11 @@ def _finding(path: str, analysis: ScriptAnalysis, report: Report, fixed: bool) -
 
 
 def _run_rules(
-    module: cst.Module, rules: Sequence[type[Rule]], config: Config, path: str
+    module: cst.Module, rules: Sequence[type[Rule]], config: Config, path: str,
+    unused: list[Finding] | None = None,
 ) -> tuple[ScriptAnalysis, list[Report]]:
+    """Analyse, run the rules, drop suppressed reports. `unused` (when given) is refilled
+    with the AM902 findings of suppressions that silenced nothing in this pass."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     analysis = analyze(wrapper)
     ctx = RuleContext(config, path)
@@ -89,13 +92,33 @@ def _run_rules(
     if visitors:
         wrapper.visit_batched(visitors)
     lines = module.code.splitlines()
-    kept = [
-        r
-        for r in ctx.reports
-        if not is_suppressed(lines, analysis.position(r.node).start.line, r.code, r.name)
-    ]
+    kept, suppressed = [], []
+    for r in ctx.reports:
+        line = analysis.position(r.node).start.line
+        if is_suppressed(lines, line, r.code, r.name):
+            suppressed.append((line, r.code, r.name))
+        else:
+            kept.append(r)
+    if unused is not None:
+        unused[:] = _unused_suppressions(path, module.code, suppressed, rules)
     kept.sort(key=lambda r: (r.code, _start(analysis, r.node)))
     return analysis, kept
+
+
+def _unused_suppressions(
+    path: str, code: str, suppressed: list[tuple[int, str, str]], rules: Sequence[type[Rule]]
+) -> list[Finding]:
+    """AM902: it needs the findings before suppression, so the engine reports it for the
+    rule (rules/am902_unused_suppression.py declares it and holds its message)."""
+    rule = next((r for r in rules if r.code == UNUSED_SUPPRESSION), None)
+    if rule is None:
+        return []
+    out = []
+    for s, codes in unused_suppressions(code, suppressed, [(r.code, r.name) for r in rules]):
+        comment = f"ignore[{', '.join(codes)}]" if codes else "ignore"
+        at = Position(s.line, s.col)
+        out.append(Finding(path, at, at, rule.code, rule.name, rule.message.format(comment=comment)))
+    return out
 
 
 def _fix_allowed(report: Report, config: Config) -> bool:
@@ -112,16 +135,17 @@ def migrate_module(
     """
     fixed: list[Finding] = []
     touched: set[int] = set()
+    unused: list[Finding] = []  # AM902, for the module returned
     lines = _LineMap(module.code) if config.fix else None
     for _ in range(MAX_PASSES):
-        analysis, reports = _run_rules(module, rules, config, path)
+        analysis, reports = _run_rules(module, rules, config, path, unused)
         if lines is None:
-            return EngineOutcome(module, tuple(_finding(path, analysis, r, False) for r in reports))
+            return EngineOutcome(module, tuple(_finding(path, analysis, r, False) for r in reports) + tuple(unused))
         plan = EditPlan(span_of=analysis.position)
         accepted = [r for r in reports if _fix_allowed(r, config) and plan.try_accept(r.fix)]
         if not accepted:
             remaining = [_finding(path, analysis, r, False) for r in reports]
-            return EngineOutcome(module, tuple(fixed + remaining), frozenset(touched))
+            return EngineOutcome(module, tuple(fixed + remaining + unused), frozenset(touched))
         for report in accepted:
             fixed.append(_at_original(_finding(path, analysis, report, True), lines))
         for fix in plan.accepted:
@@ -131,9 +155,9 @@ def migrate_module(
                     touched.update(lines.original(n) for n in range(rng.start.line, rng.end.line + 1))
         module = apply_imports(apply_edits(module, plan.accepted), plan.accepted)
         lines.advance(module.code)
-    analysis, reports = _run_rules(module, rules, config, path)
+    analysis, reports = _run_rules(module, rules, config, path, unused)
     remaining = [_finding(path, analysis, r, False) for r in reports]
-    return EngineOutcome(module, tuple(fixed + remaining), frozenset(touched))
+    return EngineOutcome(module, tuple(fixed + remaining + unused), frozenset(touched))
 
 
 def _at_original(finding: Finding, lines: _LineMap) -> Finding:

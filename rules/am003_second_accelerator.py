@@ -10,9 +10,9 @@ from migrator.rule import Example, Rule
 
 class SecondAccelerator(Rule):
     """## What it does
-    Reports an `Accelerator(...)` constructed in a scope where another one already exists:
-    a second one in the same function (or at module level), or one in a function when the
-    module already built one. Constructions in the two branches of one `if`/`else`
+    Reports an `Accelerator(...)` constructed where another one already exists: a second
+    one in the same function (or at module level), or one in a function when the module
+    builds one too. Constructions in the two branches of one `if`/`else`
     (`Accelerator(log_with="all")` or `Accelerator()`, as the Hugging Face examples do), of
     a conditional expression, or of a `try`/`except` are alternatives, not a second one.
 
@@ -43,7 +43,7 @@ class SecondAccelerator(Rule):
 
     code = "AM003"
     name = "second-accelerator"
-    message = "A second `Accelerator()` in this scope: the one on line {line} already holds the process state"
+    message = "A second `Accelerator()` while the one on line {line} exists: they share (or fight over) one process state"
     examples = (
         Example(
             before=(
@@ -70,7 +70,7 @@ class SecondAccelerator(Rule):
     def _coexist(self, earlier: cst.Call, later: cst.Call) -> bool:
         analysis = self.analysis
         first, second = analysis.scope_of(earlier), analysis.scope_of(later)
-        if first is not second and not isinstance(first, cst.Module):
+        if first is not second and not isinstance(first, cst.Module) and not isinstance(second, cst.Module):
             return False
         return not self._alternatives(earlier, later)
 

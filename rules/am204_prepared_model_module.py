@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
-from migrator.analysis.prepared import accelerator_visible, holds_prepared_model, prepared_models
+from migrator.analysis.prepared import accelerator_name_at, holds_prepared_model, prepared_models
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -70,18 +70,24 @@ class PreparedModelModule(Rule):
     )
 
     def visit_Module(self, node: cst.Module) -> None:
-        self._models = prepared_models(self.analysis)
+        analysis = self.analysis
+        models = prepared_models(analysis)
+        heads = {name.split(".")[0] for name in models}
+        for load in analysis.facts.loads:
+            if load.name in heads:
+                self._check(_module_attribute(analysis, load.node, models), models)
 
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value != "module" or not getattr(self, "_models", None):
+    def _check(self, found: tuple[cst.Attribute, str] | None, models: dict[str, list[cst.Call]]) -> None:
+        if found is None:
             return
-        name = dotted_name(node.value)
-        if name is None or not holds_prepared_model(self.analysis, node, name, self._models):
+        node, name = found
+        if not holds_prepared_model(self.analysis, node, name, models):
             return
-        if self._stored(node) or not accelerator_visible(self.analysis, node):
+        accelerator = accelerator_name_at(self.analysis, node)
+        if self._stored(node) or accelerator is None:
             self.report(node, name=name)
             return
-        new = cst.parse_expression(f"{self.analysis.accelerator}.unwrap_model({name})")
+        new = cst.parse_expression(f"{accelerator}.unwrap_model({name})")
         self.report(node, edits=[replace(node, new)], name=name)
 
     def _stored(self, node: cst.Attribute) -> bool:
@@ -90,3 +96,17 @@ class PreparedModelModule(Rule):
         return isinstance(up, (cst.AssignTarget, cst.Del)) or (
             isinstance(up, (cst.AugAssign, cst.AnnAssign)) and up.target is node
         )
+
+
+def _module_attribute(analysis, head: cst.Name, models) -> tuple[cst.Attribute, str] | None:
+    """`model.module` (or `self.model.module`) starting at the load `head`, with the
+    prepared name it reads."""
+    current: cst.CSTNode = head
+    while True:
+        up = analysis.parent(current)
+        if not (isinstance(up, cst.Attribute) and up.value is current):
+            return None
+        name = dotted_name(current)
+        if up.attr.value == "module" and name in models:
+            return up, name
+        current = up

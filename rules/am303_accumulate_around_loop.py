@@ -64,7 +64,11 @@ class AccumulateAroundLoop(Rule):
         ),
     )
 
-    def visit_With(self, node: cst.With) -> None:
+    def visit_Module(self, module: cst.Module) -> None:
+        for node in _accumulate_withs(self.analysis):
+            self._check_with(node)
+
+    def _check_with(self, node: cst.With) -> None:
         analysis = self.analysis
         item = next((i for i in node.items if accelerator_method(i.item, analysis.accelerator_names) == "accumulate"), None)
         if item is None:
@@ -89,3 +93,19 @@ class AccumulateAroundLoop(Rule):
 
 def _text(node: cst.CSTNode) -> str:
     return cst.Module([]).code_for_node(node)
+
+
+def _accumulate_withs(analysis) -> list[cst.With]:
+    """`with` statements that enter `accelerator.accumulate(...)`, from the calls."""
+    out: list[cst.With] = []
+    for fact in analysis.facts.calls:
+        if accelerator_method(fact.node, analysis.accelerator_names) != "accumulate":
+            continue
+        current = analysis.parent(fact.node)
+        while isinstance(current, cst.BooleanOperation):
+            current = analysis.parent(current)
+        if isinstance(current, cst.WithItem):
+            with_node = analysis.parent(current)
+            if isinstance(with_node, cst.With) and not any(w is with_node for w in out):
+                out.append(with_node)
+    return out

@@ -64,7 +64,11 @@ class AccumulatedGradientsCleared(Rule):
         ),
     )
 
-    def visit_With(self, node: cst.With) -> None:
+    def visit_Module(self, module: cst.Module) -> None:
+        for node in _accumulate_withs(self.analysis):
+            self._check_with(node)
+
+    def _check_with(self, node: cst.With) -> None:
         analysis = self.analysis
         if not any(accelerator_method(i.item, analysis.accelerator_names) == "accumulate" for i in node.items):
             return
@@ -97,3 +101,19 @@ class AccumulatedGradientsCleared(Rule):
 def _within(inner, outer) -> bool:
     return (outer.start.line, outer.start.column) <= (inner.start.line, inner.start.column) and (
         inner.end.line, inner.end.column) <= (outer.end.line, outer.end.column)
+
+
+def _accumulate_withs(analysis) -> list[cst.With]:
+    """`with` statements that enter `accelerator.accumulate(...)`, from the calls."""
+    out: list[cst.With] = []
+    for fact in analysis.facts.calls:
+        if accelerator_method(fact.node, analysis.accelerator_names) != "accumulate":
+            continue
+        current = analysis.parent(fact.node)
+        while isinstance(current, cst.BooleanOperation):
+            current = analysis.parent(current)
+        if isinstance(current, cst.WithItem):
+            with_node = analysis.parent(current)
+            if isinstance(with_node, cst.With) and not any(w is with_node for w in out):
+                out.append(with_node)
+    return out

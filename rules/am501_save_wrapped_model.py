@@ -6,7 +6,7 @@ import libcst as cst
 
 from migrator.analysis import dotted_name
 from migrator.analysis.branches import accelerator_method
-from migrator.analysis.prepared import accelerator_visible, holds_prepared_model, prepared_models
+from migrator.analysis.prepared import accelerator_name_at, holds_prepared_model, prepared_models
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -64,14 +64,14 @@ class SaveWrappedModel(Rule):
             before=(
                 "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
                 "model = torch.nn.Linear(2, 2)\nmodel = accelerator.prepare(model)\n"
-                "torch.save({\"model\": model.state_dict()}, \"ckpt.pt\")\n"
+                "accelerator.save({\"model\": model.state_dict()}, \"ckpt.pt\")\n"
             ),
             after=(
                 "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
                 "model = torch.nn.Linear(2, 2)\nmodel = accelerator.prepare(model)\n"
-                "torch.save({\"model\": accelerator.unwrap_model(model).state_dict()}, \"ckpt.pt\")\n"
+                "accelerator.save({\"model\": accelerator.unwrap_model(model).state_dict()}, \"ckpt.pt\")\n"
             ),
-            at=("7:22",),
+            at=("7:28",),
         ),
     )
 
@@ -96,10 +96,11 @@ class SaveWrappedModel(Rule):
                 continue
             if not self._saved(fact.node, saves):
                 continue
-            if not accelerator_visible(analysis, fact.node):
+            accelerator = accelerator_name_at(analysis, fact.node)
+            if accelerator is None:
                 self.report(fact.node, name=name)
                 continue
-            new = cst.parse_expression(f"{analysis.accelerator}.unwrap_model({name})")
+            new = cst.parse_expression(f"{accelerator}.unwrap_model({name})")
             self.report(fact.node, edits=[replace(func.value, new)], unsafe=loads_into_prepared, name=name)
 
     def _is_save(self, call: cst.Call) -> bool:

@@ -1,43 +1,53 @@
-"""AM502: `torch.save` that every process runs."""
+"""AM502: a model or checkpoint written by every process."""
 
 from __future__ import annotations
 
 import libcst as cst
 
-from migrator.rule import Example, Rule
+from migrator.analysis import Role, dotted_name
+from migrator.analysis.prepared import accelerator_name_at
+from migrator.edits import replace
+from migrator.rule import Example, FixAvailability, Rule
 
 _PER_PROCESS = ("rank", "process_index", "local_process_index")
+# qualified writer → index of its path argument
+_NOT_MODELS = ("Tokenizer", "TokenizerFast", "Processor", "Config", "FeatureExtractor", "ImageProcessor")
+_WRITERS = {"safetensors.torch.save_file": 1, "safetensors.torch.save_model": 1, "torch.jit.save": 1}
 
 
 class SaveOnEveryProcess(Rule):
     """## What it does
-    In a file that uses an Accelerator, reports `torch.save(...)` that runs on every
-    process: not under `if accelerator.is_main_process:` (or another main-process test,
-    an early `return` for the other processes, `@accelerator.on_main_process`), and not
-    in a function of the file that is only called from such places. A path built from
-    the rank (`f"preds_{accelerator.process_index}.pt"`) is a per-process file and is not
-    reported.
+    In a file that uses an Accelerator, reports a model or checkpoint written on every
+    process: `model.save_pretrained(dir)` without `is_main_process=`,
+    `safetensors.torch.save_file/save_model`, `torch.jit.save`, outside
+    `if accelerator.is_main_process:` (or another main-process test, an early `return`
+    for the other processes, `@accelerator.on_main_process`) and outside functions of the
+    file that are only called from such places. For a model's `save_pretrained` it adds
+    `is_main_process=accelerator.is_main_process`. A path built from the rank
+    (`f"shard_{accelerator.process_index}"`) is a per-process file and is not reported.
+    (`torch.save` on every process is AM510's, which rewrites it to `accelerator.save`.)
 
     ## Why is this bad?
-    N processes write the same file at the same time. At best the work is done N times;
-    at worst the writes interleave and the checkpoint is corrupt
-    (`RuntimeError: storage has wrong size`), which is found only when it is loaded.
-    `accelerator.save(obj, path)` writes once, on the main process; `accelerator.save_model`
-    and `accelerator.save_state` handle it for you.
+    N processes write the same files at the same time. At best the work is done N
+    times; at worst the writes interleave and the checkpoint is corrupt, which is found
+    only when it is loaded.
 
     ## Example
     ```python
-    torch.save(accelerator.unwrap_model(model).state_dict(), "model.pt")
+    accelerator.unwrap_model(model).save_pretrained(args.output_dir)
     ```
 
     Use instead:
     ```python
-    accelerator.save(accelerator.unwrap_model(model).state_dict(), "model.pt")
+    accelerator.unwrap_model(model).save_pretrained(
+        args.output_dir, is_main_process=accelerator.is_main_process
+    )
     ```
 
     ## Known limits
-    A `torch.save` inside a function that this file never calls is not reported: its
-    callers decide which processes run it.
+    A write inside a function that this file never calls is not reported: its callers
+    decide which processes run it. A tokenizer's `save_pretrained` has no
+    `is_main_process` and is reported without a fix.
 
     ## See also
     - kakaobrain/scrl#5: a checkpoint corrupted by several processes writing it at once
@@ -49,15 +59,22 @@ class SaveOnEveryProcess(Rule):
 
     code = "AM502"
     name = "save-on-every-process"
-    message = "`torch.save` runs on every process: N processes write `{path}` at once; use `accelerator.save`"
+    message = "`{call}` runs on every process: N processes write `{path}` at once"
+    fix_title = "Pass `is_main_process=accelerator.is_main_process`"
+    fix = FixAvailability.SOMETIMES
     examples = (
         Example(
             before=(
                 "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
-                "torch.save({\"step\": 1}, \"state.pt\")\n"
-                "if accelerator.is_main_process:\n    torch.save({\"step\": 1}, \"state.pt\")\n"
+                "model = accelerator.prepare(torch.nn.Linear(2, 2))\n"
+                "accelerator.unwrap_model(model).save_pretrained(\"out\")\n"
             ),
-            at=("5:1",),
+            after=(
+                "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "model = accelerator.prepare(torch.nn.Linear(2, 2))\n"
+                "accelerator.unwrap_model(model).save_pretrained(\"out\", is_main_process=accelerator.is_main_process)\n"
+            ),
+            at=("6:1",),
         ),
     )
 
@@ -65,18 +82,70 @@ class SaveOnEveryProcess(Rule):
         analysis = self.analysis
         if not analysis.has_accelerator:
             return
-        branches = analysis.branches
         for fact in analysis.facts.calls:
-            if analysis.imports.qualify(fact.node.func) != "torch.save" or len(fact.node.args) < 2:
+            call = fact.node
+            func = call.func
+            pretrained = isinstance(func, cst.Attribute) and func.attr.value == "save_pretrained"
+            index = 0 if pretrained else _WRITERS.get(analysis.imports.qualify(func) or "")
+            if index is None or len(call.args) <= index or call.args[index].keyword is not None:
                 continue
-            path = fact.node.args[1].value
-            shown = cst.Module([]).code_for_node(path)
-            if any(word in shown for word in _PER_PROCESS):
+            if pretrained and any(a.keyword is not None and a.keyword.value == "is_main_process" for a in call.args):
                 continue
-            branch = branches.branch_of(fact.node)
-            if branch is not None:
-                continue  # main-only is right; others-only is the collective rules' business
-            function = branches.function_of(fact.node)
-            if function is not None and (not branches.callers(function) or branches.runs_only_on_main(fact.node)):
+            shown = cst.Module([]).code_for_node(call.args[index].value)
+            if any(word in shown for word in _PER_PROCESS) or self._main_only(call):
                 continue
-            self.report(fact.node, path=shown if len(shown) <= 40 else "the file")
+            fields = {"call": f"{dotted_name(func) or func.attr.value}()", "path": shown if len(shown) <= 40 else "the files"}  # type: ignore[union-attr]
+            accelerator = accelerator_name_at(analysis, call)
+            if pretrained and accelerator is not None and self._is_model(func.value):  # type: ignore[union-attr]
+                self.report(call, edits=[replace(call, _with_main_process(call, accelerator))], **fields)
+            else:
+                self.report(call, **fields)
+
+    def _main_only(self, call: cst.Call) -> bool:
+        branches = self.analysis.branches
+        if branches.branch_of(call) is not None:
+            return True  # main-only is right; others-only is AM901's business
+        function = branches.function_of(call)
+        return function is not None and (not branches.callers(function) or branches.runs_only_on_main(call))
+
+    def _is_model(self, receiver: cst.BaseExpression) -> bool:
+        """`accelerator.unwrap_model(model)`, a name bound to one, or a model built here
+        (not a tokenizer, processor or config, whose save_pretrained has no is_main_process)."""
+        if _is_unwrap(receiver):
+            return True
+        name = dotted_name(receiver)
+        values = [b.value for b in self.analysis.facts.bindings if b.name == name and b.value is not None]
+        if any(_is_unwrap(v) for v in values):
+            return True
+        for value in values:
+            func = value.func if isinstance(value, cst.Call) else value
+            while isinstance(func, cst.Attribute):
+                if func.attr.value.endswith(_NOT_MODELS):
+                    return False
+                func = func.value
+            if isinstance(func, cst.Name) and func.value.endswith(_NOT_MODELS):
+                return False
+        return self.analysis.roles.of(name) is Role.MODEL
+
+
+def _is_unwrap(expr: cst.BaseExpression) -> bool:
+    return isinstance(expr, cst.Call) and (dotted_name(expr.func) or "").endswith("unwrap_model")
+
+
+def _with_main_process(call: cst.Call, accelerator: str) -> cst.Call:
+    """The call with `is_main_process=...` appended, in the call's own layout (one
+    argument per line stays one argument per line)."""
+    args = list(call.args)
+    last = args[-1].comma
+    arg = cst.Arg(
+        cst.parse_expression(f"{accelerator}.is_main_process"),
+        keyword=cst.Name("is_main_process"),
+        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+    )
+    if isinstance(last, cst.Comma):  # a trailing comma: the new argument takes it over
+        between = args[-2].comma if len(args) > 1 else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        args[-1] = args[-1].with_changes(comma=between)
+        arg = arg.with_changes(comma=last)
+    else:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return call.with_changes(args=[*args, arg])

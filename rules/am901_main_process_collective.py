@@ -45,9 +45,9 @@ class MainProcessCollective(Rule):
     ```
 
     ## Known limits
-    The old "main process first" idiom — the same collective in an
-    `if not accelerator.is_main_process:` branch of the same function, matching the one
-    in the main-process branch — is recognised and not reported. Rank tests hidden in
+    The old "main process first" idiom — the same collective under
+    `if not accelerator.is_main_process:` and under `if accelerator.is_main_process:` in
+    one function, as many times in each — is recognised and not reported. Rank tests hidden in
     helper functions other than `is_main_process()`-style names are not recognised.
 
     ## See also
@@ -99,15 +99,21 @@ class MainProcessCollective(Rule):
                 found.append((fact.node, shown, branch))
         paired = self._paired(found)
         for call, shown, branch in found:
-            if (id(analysis.scope_of(call)), shown) in paired:
+            if self._key(call, shown, branch) in paired:
                 continue
             self.report(call, call=shown, who=branch.audience.value, where=branch.describe())
 
-    def _paired(self, found: list[tuple[cst.Call, str, RankBranch]]) -> set[tuple[int, str]]:
-        """(scope, collective) seen both in a main-process branch and in an other-processes
-        branch of the same function: the two halves meet (the main-process-first idiom)."""
-        seen: dict[tuple[int, str], set[Audience]] = {}
+    def _paired(self, found: list[tuple[cst.Call, str, RankBranch]]) -> set[tuple[int, str, str]]:
+        """(scope, collective, test) run as often where the test holds as where it does
+        not, in one function: the two halves meet (the main-process-first idiom)."""
+        counts: dict[tuple[int, str, str], list[int]] = {}
         for call, shown, branch in found:
-            seen.setdefault((id(self.analysis.scope_of(call)), shown), set()).add(branch.audience)
-        return {key for key, audiences in seen.items() if len(audiences) > 1}
+            pair = counts.setdefault(self._key(call, shown, branch), [0, 0])
+            pair[branch.audience is Audience.MAIN] += 1
+        return {key for key, (others, main) in counts.items() if others == main}
 
+    def _key(self, call: cst.Call, shown: str, branch: RankBranch) -> tuple[int, str, str]:
+        test = branch.test
+        while test.startswith("not "):
+            test = test[4:].strip()
+        return (id(self.analysis.scope_of(call)), shown, test.strip("()"))

@@ -49,7 +49,12 @@ def holds_prepared_model(
     return False
 
 
-def accelerator_visible(analysis: "ScriptAnalysis", node: cst.CSTNode) -> bool:
-    """Whether the Accelerator's name can be used at `node` (bound there or globally)."""
-    head = analysis.accelerator.split(".")[0]
-    return analysis.binds(analysis.scope_of(node), head) or analysis.binds(analysis.module, head)
+def accelerator_name_at(analysis: "ScriptAnalysis", node: cst.CSTNode) -> str | None:
+    """A name of an existing Accelerator that code at `node` can use (bound in its
+    function, a parameter such as `self`, or global), or None."""
+    scope = analysis.scope_of(node)
+    for name in analysis.accelerator_names:
+        head = name.split(".")[0]
+        if analysis.binds(scope, head) or analysis.binds(analysis.module, head):
+            return name
+    return None
