@@ -8,6 +8,7 @@ files.py's job and turning results into output is render/'s.
 from __future__ import annotations
 
 import difflib
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
@@ -88,9 +89,7 @@ def _run_rules(
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     analysis = analyze(wrapper)
     ctx = RuleContext(config, path)
-    visitors = [rule(analysis, ctx) for rule in rules]
-    if visitors:
-        wrapper.visit_batched(visitors)
+    _dispatch(module, [rule(analysis, ctx) for rule in rules])
     lines = module.code.splitlines()
     kept, suppressed = [], []
     for r in ctx.reports:
@@ -103,6 +102,60 @@ def _run_rules(
         unused[:] = _unused_suppressions(path, module.code, suppressed, rules)
     kept.sort(key=lambda r: (r.code, _start(analysis, r.node)))
     return analysis, kept
+
+
+@functools.lru_cache(maxsize=None)
+def _handlers(rule: type[Rule]) -> tuple[tuple[str, str], ...]:
+    """(node type, method name) for every visit_/leave_ method a rule class defines.
+
+    Computed once per class: LibCST's own visit_batched re-inspects every visitor on
+    every call, which cost more than parsing on typical files.
+    """
+    found = []
+    for name in dir(rule):
+        kind, _, node_type = name.partition("_")
+        if kind in ("visit", "leave") and node_type and node_type[0].isupper():
+            if getattr(rule, name) is not getattr(cst.BatchableCSTVisitor, name, None):
+                found.append((kind, node_type, name))
+    return tuple((f"{kind}_{node_type}", name) for kind, node_type, name in found)
+
+
+class _Dispatcher(cst.CSTVisitor):
+    """One traversal calling every rule's visit_<Type>/leave_<Type> for each node."""
+
+    def __init__(self, table: dict[str, list]) -> None:
+        super().__init__()
+        self._table = table
+        self._by_type: dict[tuple[str, type], list] = {}
+
+    def _methods(self, kind: str, node: cst.CSTNode) -> list:
+        key = (kind, type(node))
+        methods = self._by_type.get(key)
+        if methods is None:
+            methods = self._by_type[key] = self._table.get(f"{kind}_{type(node).__name__}", [])
+        return methods
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        for method in self._methods("visit", node):
+            method(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        for method in self._methods("leave", original_node):
+            method(original_node)
+
+
+def _dispatch(module: cst.Module, visitors: Sequence[Rule]) -> None:
+    """Run all rules; skip the traversal when rules only look at the module as a whole."""
+    table: dict[str, list] = {}
+    for visitor in visitors:
+        for key, name in _handlers(type(visitor)):
+            table.setdefault(key, []).append(getattr(visitor, name))
+    if set(table) <= {"visit_Module", "leave_Module"}:
+        for method in table.get("visit_Module", []) + table.get("leave_Module", []):
+            method(module)
+        return
+    module.visit(_Dispatcher(table))
 
 
 def _unused_suppressions(

@@ -8,17 +8,19 @@ device variables and moves.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, ParentNodeProvider, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from migrator.analysis.branches import Audience, ProcessBranches, RankBranch
-from migrator.analysis.collect import Binding, Facts, collect
+from migrator.analysis.collect import Binding, Facts, collect, parent_map
 from migrator.analysis.device import DeviceMove, DeviceVariable, device_move, device_variables
 from migrator.analysis.loop import Block, backward_loops, batch_names, enclosing_block, training_functions
 from migrator.analysis.names import ImportTable, dotted_name
+from migrator.analysis.patterns import Patterns, find_patterns
 from migrator.analysis.plan import LenUse, PreparePlan, len_uses, make_plan
+from migrator.analysis.reach import accelerator_at, accelerator_home
 from migrator.analysis.roles import Role, RoleTable, assign_roles, peel_moves
 
 ACCELERATOR_NAME = "accelerator"
@@ -79,6 +81,7 @@ class ScriptAnalysis:
     branches: ProcessBranches  # who runs what on N processes; which calls are collectives
     _positions: Mapping[cst.CSTNode, CodeRange]
     _parents: Mapping[cst.CSTNode, cst.CSTNode]
+    patterns: Patterns | None = None  # hand-written AMP, accumulation, distribution, metrics
 
     # lookups ---------------------------------------------------------------------
     @property
@@ -87,8 +90,23 @@ class ScriptAnalysis:
 
     @property
     def accelerator(self) -> str:
-        """The name migrated code uses for the Accelerator."""
-        return self.accelerator_names[0] if self.accelerator_names else ACCELERATOR_NAME
+        """The name migrated code uses for the Accelerator: `self.accelerator` when the
+        class whose method sets up training will own it."""
+        if self.accelerator_names:
+            return self.accelerator_names[0]
+        owner = self.setup.block.owner if self.setup is not None else None
+        if isinstance(owner, cst.FunctionDef) and id(owner) in self.facts.method_of:
+            return f"self.{ACCELERATOR_NAME}"
+        return ACCELERATOR_NAME
+
+    def accelerator_at(self, node: cst.CSTNode) -> str | None:
+        """How code at `node` reaches the Accelerator, or None where it cannot (reach.py)."""
+        return accelerator_at(self, node)
+
+    def accelerator_call(self) -> cst.Call | None:
+        """The existing `Accelerator(...)` call, for rules that add an option to it."""
+        home = accelerator_home(self)
+        return home.call if home is not None else None
 
     @property
     def has_accelerator(self) -> bool:
@@ -108,7 +126,9 @@ class ScriptAnalysis:
         return frozenset(names)
 
     def position(self, node: cst.CSTNode) -> CodeRange:
-        return self._positions[node]
+        """Where `node` is (1-based lines, 0-based columns). Resolved on first use: a
+        clean file, with nothing to report, never pays for position tracking."""
+        return self._positions.get()[node]
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._parents.get(node)
@@ -146,8 +166,8 @@ class ScriptAnalysis:
 def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
     """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy)."""
     module = wrapper.module
-    parents = wrapper.resolve(ParentNodeProvider)
-    positions = wrapper.resolve(PositionProvider)
+    parents = parent_map(module)
+    positions = _Lazy(lambda: wrapper.resolve(PositionProvider))
     parent = parents.get
     facts = collect(module)
     loops_with_backward = backward_loops(facts)
@@ -166,9 +186,14 @@ def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
     moves = [m for c in facts.calls if (m := device_move(c.node, dev_names, facts.imports))]
     droppable = _droppable(facts, roles, moves, prepared, parent)
     surviving = _surviving_uses(facts, dev_vars, moves, droppable)
+    branches = ProcessBranches(facts, acc_names, parent, bool(prepare_calls))
+    patterns = find_patterns(
+        module, facts, roles, loops_with_backward, frozenset(prepared), parent, branches.audience_of_test,
+        frozenset(droppable),
+    )
     setup = None
     if block is not None and not acc_names:
-        setup = _setup_plan(module, block, dev_vars, surviving)
+        setup = _setup_plan(module, block, dev_vars, surviving, facts, patterns.option_names)
     return ScriptAnalysis(
         module=module,
         facts=facts,
@@ -184,10 +209,24 @@ def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
         droppable_moves=frozenset(droppable),
         surviving_device_uses=surviving,
         lens=tuple(lens),
-        branches=ProcessBranches(facts, acc_names, parent, bool(prepare_calls)),
+        branches=branches,
         _positions=positions,
         _parents=parents,
+        patterns=patterns,
     )
+
+
+class _Lazy:
+    """A value computed on first `get()` and kept."""
+
+    def __init__(self, compute: Callable[[], Mapping]) -> None:
+        self._compute = compute
+        self._value: Mapping | None = None
+
+    def get(self) -> Mapping:
+        if self._value is None:
+            self._value = self._compute()
+        return self._value
 
 
 def _accelerator_names(facts: Facts) -> tuple[str, ...]:
@@ -320,7 +359,9 @@ def _surviving_uses(facts: Facts, dev_vars, moves, droppable) -> dict[str, int]:
     return counts
 
 
-def _setup_plan(module: cst.Module, block: Block, dev_vars, surviving) -> SetupPlan | None:
+def _setup_plan(module: cst.Module, block: Block, dev_vars, surviving, facts: Facts, needs=frozenset()) -> SetupPlan | None:
+    """After the preamble, and after the statements binding `needs` (names the
+    Accelerator's options read, e.g. `args`) unless a device variable comes first."""
     for var in dev_vars:
         if surviving.get(var.name) and var.binding.scope is module and block.scope is not module:
             block = Block(module, module, module)
@@ -332,9 +373,22 @@ def _setup_plan(module: cst.Module, block: Block, dev_vars, surviving) -> SetupP
             index = i + 1
         else:
             break
+    index = max(index, _after_bindings(block, body, facts, needs, dev_vars))
     if index >= len(body):
         return None
     return SetupPlan(block, body[index])
+
+
+def _after_bindings(block: Block, body, facts: Facts, needs, dev_vars) -> int:
+    bound = {id(b.statement) for b in facts.bindings if b.name in needs and b.scope is block.scope}
+    devices = {id(v.binding.statement) for v in dev_vars}
+    last = -1
+    for i, stmt in enumerate(body):
+        if id(stmt) in devices:
+            break
+        if id(stmt) in bound:
+            last = i
+    return last + 1
 
 
 def _is_preamble(stmt: cst.BaseStatement, first: bool) -> bool:

@@ -29,6 +29,7 @@ class Binding:
     statement: cst.CSTNode
     scope: Scope
     element: cst.BaseExpression | None = None
+    loops: tuple[cst.For, ...] = ()  # enclosing for-loops, outermost first
 
 
 @dataclass(frozen=True, eq=False)
@@ -177,7 +178,7 @@ class Collector(cst.CSTVisitor):
             if elements is not None and index is not None and index < len(elements):
                 element = elements[index]
             self.facts.bindings.append(
-                Binding(name, node, value, statement, self._scopes[-1], element)
+                Binding(name, node, value, statement, self._scopes[-1], element, tuple(self._loops))
             )
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -223,6 +224,31 @@ class Collector(cst.CSTVisitor):
         if id(node) in self._stores:
             return
         self.facts.loads.append(NameLoad(node.value, node, self._scopes[-1]))
+
+
+class _Parents(cst.CSTVisitor):
+    """child → parent for every node, from the visit stack: what LibCST's
+    ParentNodeProvider computes, without its batched-visitor overhead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self._stack: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self._stack:
+            self.parents[node] = self._stack[-1]
+        self._stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self._stack.pop()
+
+
+def parent_map(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
+    visitor = _Parents()
+    module.visit(visitor)
+    return visitor.parents
 
 
 def collect(module: cst.Module) -> Facts:

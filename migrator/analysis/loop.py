@@ -113,7 +113,7 @@ def batch_names(loop: LoopFact, facts: Facts) -> set[str]:
         if isinstance(target, cst.Tuple) and target.elements:
             first = dotted_name(target.elements[0].value)
             names.discard(first or "")
-    inner = [b for b in facts.bindings if b.scope is loop.scope and _inside(b.statement, loop.node)]
+    inner = [b for b in facts.bindings if any(l is loop.node for l in b.loops)]
     changed = True
     while changed:
         changed = False
@@ -125,20 +125,6 @@ def batch_names(loop: LoopFact, facts: Facts) -> set[str]:
                 names.add(b.name)
                 changed = True
     return names
-
-
-def _inside(stmt: cst.CSTNode, loop: cst.For) -> bool:
-    found = False
-
-    class _Find(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            nonlocal found
-            if node is stmt:
-                found = True
-            return not found
-
-    loop.body.visit(_Find())
-    return found
 
 
 def _derived_from(expr: cst.BaseExpression, names: set[str]) -> bool:
