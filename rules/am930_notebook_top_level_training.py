@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis.loop import training_functions
 from migrator.rule import Example, FixAvailability, Rule
 
 
@@ -48,12 +49,14 @@ class NotebookTopLevelTraining(Rule):
     notebook_launcher(training_function, num_processes=2)
     ```
 
+    A cell that calls a function which trains (`train_one_epoch()` in a loop, `main()`)
+    is reported too: launch that function (or one that sets up and calls it) instead.
+
     ## Known limits
     Reported, not rewritten: which cells belong in the function (data loading, plotting,
     evaluation) is the author's choice. Create the Accelerator inside the function, not in
-    an earlier cell. Training already inside a function that a cell calls is not reported;
-    replace that call with `notebook_launcher(function, num_processes=N)` to use N processes.
-    Scripts are never reported: `accel-launch` runs a whole script on N processes.
+    an earlier cell. Scripts are never reported: `accel-launch` runs a whole script on N
+    processes.
     """
 
     code = "AM930"
@@ -79,14 +82,22 @@ class NotebookTopLevelTraining(Rule):
     def visit_Module(self, node: cst.Module) -> None:
         if not self.ctx.is_notebook:
             return
+        facts = self.analysis.facts
+        trainers = training_functions(facts)
         reported: set[int] = set()
-        for call in self.analysis.facts.calls:
+        for call in facts.calls:
             func = call.node.func
-            if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
+            backward = isinstance(func, cst.Attribute) and func.attr.value == "backward"
+            trains = isinstance(func, cst.Name) and func.value in trainers
+            if call.scope is not node or not (backward or trains):
                 continue
-            if call.scope is not node or not call.loops:
-                continue
-            loop = call.loops[0]
-            if id(loop) not in reported:
-                reported.add(id(loop))
-                self.report(loop, module=self.ctx.target.module)
+            statement = self._top_level_statement(call.node, node)
+            if statement is not None and id(statement) not in reported:
+                reported.add(id(statement))
+                self.report(statement, module=self.ctx.target.module)
+
+    def _top_level_statement(self, inner: cst.CSTNode, module: cst.Module) -> cst.CSTNode | None:
+        current: cst.CSTNode | None = inner
+        while current is not None and self.analysis.parent(current) is not module:
+            current = self.analysis.parent(current)
+        return current

@@ -27,7 +27,7 @@ def notebook_diff(result: FileResult, context: int = 3) -> str | None:
             continue
         if not old.endswith("\n") and not new.endswith("\n"):
             # Cells rarely end with a newline; saying so in every hunk would be noise.
-            old, new = old + "\n", new + "\n"
+            old, new = old + "\n" if old else old, new + "\n" if new else new
         cell = FileResult(f"{result.path}:cell {index + 1}", FileStatus.CHANGED, old, new)
         out.append(unified_diff(cell, context))
     return "".join(out)
