@@ -16,14 +16,11 @@ from typing import Iterator
 
 from migrator.config import Config
 from migrator.findings import FileResult, FileStatus, Finding, Position, Severity
+from migrator.magics import is_python_cell, mask_lines, split_lines
 
 NOTEBOOK_SUFFIX = ".ipynb"
-# `%%` cell magics whose body is Python run in the notebook's namespace: only their first
-# line is masked. Any other cell magic (%%bash, %%writefile, ...) leaves the cell out.
-PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})
 
 _BOM = "\ufeff"
-_ASSIGNED_MAGIC = re.compile(r"[A-Za-z_][\w.,\s\[\]()]*=\s*[!%]")  # `files = !ls`, `t = %timeit -o f()`
 _IMPORT = re.compile(r"(import|from)\s")
 
 
@@ -114,7 +111,7 @@ class Notebook:
             start, end = self._spans[index]
             cell = by_index[index]
             new = sources[index].replace("\n", "\r\n") if cell.crlf else sources[index]
-            value: str | list[str] = _split_lines(new) if cell.as_list else new
+            value: str | list[str] = split_lines(new) if cell.as_list else new
             text = text[:start] + style.dump(value, text, start, end) + text[end:]
         return text
 
@@ -127,9 +124,7 @@ def _code_cell(index: int, cell: dict) -> _CodeCell:
     source = cell.get("source", "")
     raw = "".join(source) if isinstance(source, list) else str(source)
     text = raw.replace("\r\n", "\n")
-    first = text.lstrip().split("\n", 1)[0]
-    python = not first.startswith("%%") or first[2:].split(" ", 1)[0] in PYTHON_CELL_MAGICS
-    return _CodeCell(index, text, isinstance(source, list), text != raw, python)
+    return _CodeCell(index, text, isinstance(source, list), text != raw, is_python_cell(text))
 
 
 def _check_shape(data: object) -> None:
@@ -229,15 +224,6 @@ class _Style:
         return "[" + nl + ("," + nl).join(inner + item for item in items) + nl + outer + "]"
 
 
-def _split_lines(text: str) -> list[str]:
-    """nbformat's list form: each line keeps its "\\n", the last may lack one."""
-    parts = text.split("\n")
-    lines = [part + "\n" for part in parts[:-1]]
-    if parts[-1]:
-        lines.append(parts[-1])
-    return lines
-
-
 # -- The program: code cells joined, magics and shell lines masked --------------------------
 
 
@@ -275,7 +261,7 @@ class Program:
         for position, cell in enumerate(self.cells):
             if position:
                 entries.append(_Entry("cell", "", CellLine(cell.number, 1), position))
-            for kind, payload, line, start in _mask(cell.text):
+            for kind, payload, line, start in mask_lines(cell.text):
                 at = CellLine(cell.number, line)
                 if kind == "magic":
                     self.magics.append(payload)
@@ -302,7 +288,7 @@ class Program:
         lines: list[list[str]] = [[] for _ in self.cells]
         origin: list[tuple[int, int]] = []
         position, seen = 0, set()
-        for line in _split_lines(code):
+        for line in split_lines(code):
             line = line if line.endswith("\n") else line + "\n"
             match = self._pattern.fullmatch(line)
             if match and match[1] == "cell":
@@ -361,7 +347,7 @@ def _rejoin(old: str, new: list[str]) -> tuple[str, int]:
     """A cell's new text: blank lines the migration added at its top or bottom dropped
     (they belong between cells, not in them), its final-newline habit kept. Also returns
     how many lines were dropped from the top."""
-    before = _split_lines(old)
+    before = split_lines(old)
     if all(not line.strip() for line in new):
         kept = new[: len(before)]
         lead = len(new) - len(kept)
@@ -382,89 +368,6 @@ def _blank_run(lines: list[str]) -> int:
             break
         count += 1
     return count
-
-
-def _mask(text: str) -> Iterator[tuple[str, tuple[str, ...], int, bool]]:
-    """("py", (line,), n, starts a statement) or ("magic", lines, n, True) for each line
-    (or magic with its continuation lines) of a cell; n is the 1-based line in the cell.
-
-    Only a line that starts a statement can be IPython syntax, so the scan follows open
-    brackets, strings (a docstring line starting with `!` stays text) and backslashes.
-    """
-    lines = [line if line.endswith("\n") else line + "\n" for line in _split_lines(text)]
-    scanner = _Scanner()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        at_start = scanner.at_statement_start
-        if at_start and _is_ipython(line, first=not any(prev.strip() for prev in lines[:i])):
-            end = i + 1
-            while lines[end - 1].rstrip("\n").endswith("\\") and end < len(lines):
-                end += 1
-            yield "magic", tuple(lines[i:end]), i + 1, True
-            i = end
-            continue
-        scanner.feed(line)
-        yield "py", (line,), i + 1, at_start
-        i += 1
-
-
-def _is_ipython(line: str, first: bool) -> bool:
-    """IPython's own syntax at the start of a statement: `%magic`, `%%cell magic` (first
-    line only), `!shell`, `x = !shell`, `obj?`, `?obj`, and autocall (`/f x`)."""
-    stripped = line.strip()
-    if not stripped or stripped.startswith("#"):
-        return False
-    if stripped.startswith("%%"):
-        return first
-    if stripped[0] in "%!?/;,":
-        return True
-    if _ASSIGNED_MAGIC.match(stripped):
-        return True
-    code = stripped.split("#", 1)[0].rstrip()
-    return code.endswith("?") and re.fullmatch(r"[\w.\[\]()'\"]+\?{1,2}", code) is not None
-
-
-class _Scanner:
-    """Just enough of Python's tokenizer to know whether the next line starts a statement."""
-
-    def __init__(self) -> None:
-        self.depth = 0
-        self.quote: str | None = None
-        self.continued = False
-
-    @property
-    def at_statement_start(self) -> bool:
-        return self.depth == 0 and self.quote is None and not self.continued
-
-    def feed(self, line: str) -> None:
-        i, n, comment = 0, len(line), False
-        while i < n:
-            c = line[i]
-            if self.quote:
-                if c == "\\":
-                    i += 2
-                    continue
-                if line.startswith(self.quote, i):
-                    i += len(self.quote)
-                    self.quote = None
-                    continue
-            elif c == "#":
-                comment = True
-                break
-            elif c in "([{":
-                self.depth += 1
-            elif c in ")]}":
-                self.depth = max(self.depth - 1, 0)
-            elif c in "'\"":
-                self.quote = c * 3 if line.startswith(c * 3, i) else c
-                i += len(self.quote)
-                continue
-            i += 1
-        body = line.rstrip("\r\n")
-        self.continued = not comment and body.endswith("\\") and self.quote is None
-        if self.quote in ("'", '"') and not body.endswith("\\"):
-            self.quote = None  # a one-quote string cannot span lines: Python reports it
 
 
 # -- Migrating: the engine on the program, findings mapped to cells -------------------------
@@ -510,7 +413,7 @@ def _check_written(notebook: Notebook, after: str, sources: dict[int, str]) -> N
     for cell in notebook.cells:
         if cell.index in sources:
             new = sources[cell.index].replace("\n", "\r\n") if cell.crlf else sources[cell.index]
-            expected["cells"][cell.index]["source"] = _split_lines(new) if cell.as_list else new
+            expected["cells"][cell.index]["source"] = split_lines(new) if cell.as_list else new
     if json.loads(after) != expected:
         raise ProgramMapError("the rewritten JSON does not hold the new sources")
 

@@ -11,7 +11,8 @@ import nbformat
 import pytest
 
 from migrator.findings import FileStatus, Finding
-from migrator.notebook import Notebook, _mask, migrate_notebook
+from migrator.magics import mask_lines
+from migrator.notebook import Notebook, migrate_notebook
 from tests.fixture_cases import case_config
 from tests.notebook.helpers import NB_CASES
 
@@ -56,8 +57,8 @@ def _assert_ipython_lines_kept(before: bytes, after: str) -> None:
     """Every masked line comes back, in the same cell, in the same order."""
     old, new = Notebook.parse(before), Notebook.parse(after)
     for a, b in zip(old.cells, new.cells, strict=True):
-        old_magics = [m for kind, m, _, _ in _mask(a.text) if kind == "magic"]
-        new_magics = [m for kind, m, _, _ in _mask(b.text) if kind == "magic"]
+        old_magics = [m for kind, m, _, _ in mask_lines(a.text) if kind == "magic"]
+        new_magics = [m for kind, m, _, _ in mask_lines(b.text) if kind == "magic"]
         assert old_magics == new_magics, f"cell {a.number}"
 
 
