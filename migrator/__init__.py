@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from migrator.api import migrate_paths, migrate_source
+    from migrator.notebook import migrate_notebook
     from migrator.config import Config
     from migrator.findings import FileResult, FileStatus, Finding, Severity
 
@@ -20,6 +21,7 @@ __all__ = [
     "FileStatus",
     "Finding",
     "Severity",
+    "migrate_notebook",
     "migrate_paths",
     "migrate_source",
 ]
@@ -27,6 +29,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 _HOMES = {
+    "migrate_notebook": "migrator.notebook",
     "migrate_paths": "migrator.api",
     "migrate_source": "migrator.api",
     "Config": "migrator.config",
