@@ -147,8 +147,9 @@ def test_json_has_the_documented_keys():
     assert set(first) == {"path", "status", "error", "diff", "findings"}
     assert first["diff"].startswith("--- a/train.py")
     finding = next(f for f in first["findings"] if f["code"] == "AM301")
-    assert set(finding) == {"path", "line", "col", "end_line", "end_col", "code", "name", "message", "fixable", "fixed"}
-    assert (finding["line"], finding["col"], finding["fixed"]) == (6, 1, True)
+    assert set(finding) == {"path", "line", "col", "end_line", "end_col", "code", "name", "message", "fixable", "fixed",
+                            "cell"}
+    assert (finding["line"], finding["col"], finding["fixed"], finding["cell"]) == (6, 1, True, None)
     assert data[1]["error"]["code"] == "E001"
 
 
