@@ -59,10 +59,11 @@ def _reason(exc: OSError) -> str:
 def read_source(path: str) -> Source:
     """Read `path` as bytes; refuse binary files (NUL bytes) with a clear reason."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO or device would block or never end
+            kind = "a directory" if os.path.isdir(path) else "not a regular file"
+            raise InputError(path, f"cannot read: {kind}")
         with open(path, "rb") as fh:
             st = os.fstat(fh.fileno())
-            if stat.S_ISDIR(st.st_mode):
-                raise IsADirectoryError(errno.EISDIR, "Is a directory")
             data = fh.read()
     except OSError as exc:
         raise InputError(path, f"cannot read: {_reason(exc)}") from None

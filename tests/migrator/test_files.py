@@ -65,6 +65,14 @@ def test_read_source_refuses_binary(tmp_path):
     assert "binary file" in info.value.reason
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_read_source_refuses_a_fifo_instead_of_blocking(tmp_path):
+    os.mkfifo(tmp_path / "pipe.py")
+    with pytest.raises(InputError) as info:
+        files.read_source(str(tmp_path / "pipe.py"))
+    assert info.value.reason == "cannot read: not a regular file"
+
+
 def test_read_source_symlink_loop(tmp_path):
     (tmp_path / "a.py").symlink_to(tmp_path / "b.py")
     (tmp_path / "b.py").symlink_to(tmp_path / "a.py")
