@@ -125,26 +125,32 @@ def summary_line(report: RunReport) -> str:
     if not report.results:
         return "No Python files found."
     shown = report.all_shown()
+    parts = [_migration_summary(report, shown) if report.mode.fixing else _lint_summary(report, shown)]
+    if report.failed:
+        parts.append(f"{_plural(len(report.failed), 'file')} could not be processed.")
+    return " ".join(part for part in parts if part)
+
+
+def _lint_summary(report: RunReport, shown: list[Finding]) -> str:
+    if not shown:
+        return "" if report.failed else "All checks passed."
+    text = f"Found {_plural(len(shown), 'finding')}."
     offered = sum(1 for f in shown if report.fix_offered(f))
-    failed = f" {_plural(len(report.failed), 'file')} could not be processed." if report.failed else ""
-    if report.mode in (Mode.PREVIEW, Mode.LINT):
-        if not shown:
-            return ("All checks passed." + failed).strip()
-        text = f"Found {_plural(len(shown), 'finding')}."
-        if offered:
-            text += f" [*] {offered} fixable with --write"
-            text += " (see the changes with --diff)." if report.mode is Mode.PREVIEW else "."
-        return text + failed
+    if offered:
+        text += f" [*] {offered} fixable with --write"
+        text += " (see the changes with --diff)." if report.mode is Mode.PREVIEW else "."
+    return text
+
+
+def _migration_summary(report: RunReport, shown: list[Finding]) -> str:
     changed = len(report.changed)
-    fixes = sum(report.fixes_applied(r) for r in report.changed)
+    fixes = _plural(sum(report.fixes_applied(r) for r in report.changed), "fix")
     left = f" {_plural(len(shown), 'finding')} left for a human." if shown else ""
     if not changed:
-        return ("Nothing to migrate." + left + failed).strip()
+        return "Nothing to migrate." + left
     if report.mode is Mode.WRITE:
-        verb = "Migrated" if not report.output else "Migrated (to --output)"
-        return f"{verb} {_plural(changed, 'file')} ({_plural(fixes, 'fix')}).{left}{failed}"
-    hint = " Run with --write to apply." if report.mode is not Mode.WRITE else ""
-    return f"{_plural(changed, 'file')} would be migrated ({_plural(fixes, 'fix')}).{left}{failed}{hint}"
+        return f"Migrated {_plural(changed, 'file')} ({fixes}).{left}"
+    return f"{_plural(changed, 'file')} would be migrated ({fixes}).{left} Run with --write to apply."
 
 
 def _plural(n: int, word: str) -> str:

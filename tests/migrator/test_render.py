@@ -131,10 +131,22 @@ def test_text_colour_only_when_asked():
         (Mode.LINT, [], "No Python files found."),
         (Mode.LINT, [FileResult("a.py", FileStatus.UNCHANGED, "x", "x")], "All checks passed."),
         (Mode.CHECK, [FileResult("a.py", FileStatus.UNCHANGED, "x", "x")], "Nothing to migrate."),
+        (Mode.LINT, [failed()], "1 file could not be processed."),
     ],
 )
 def test_summary_line(mode, results, expected):
     assert summary_line(RunReport(mode, results)) == expected
+
+
+def test_summary_line_counts_files_and_fixes():
+    result = migrated()
+    fixes = sum(f.fixed for f in result.findings)
+    assert summary_line(RunReport(Mode.WRITE, [result, failed()])) == (
+        f"Migrated 1 file ({fixes} fixes). 1 file could not be processed."
+    )
+    assert summary_line(RunReport(Mode.DIFF, [result])) == (
+        f"1 file would be migrated ({fixes} fixes). Run with --write to apply."
+    )
 
 
 # --- json --------------------------------------------------------------------------
