@@ -113,6 +113,10 @@ class EditPlan:
                 if edit.replaces:
                     return True
                 continue
+            if not edit.replaces:
+                if _contains(other, span):  # an insertion clashes only with an enclosing replacement
+                    return True
+                continue
             if span.overlaps(other) or (span.start == span.end == other.start):
                 return True
         if edit.replaces:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.analysis import ACCELERATOR_NAME
+from migrator.analysis.options import setup_arguments
 from migrator.edits import ImportChange, insert_before
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -38,6 +38,16 @@ class MissingAccelerator(Rule):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     ```
 
+    ## Options and where it goes
+    When the script does by hand what the Accelerator can do, the Accelerator gets the
+    matching options at creation: `mixed_precision` from autocast/GradScaler (AM401,
+    AM402), `gradient_accumulation_steps` from a hand-written accumulation loop (AM310).
+    It is then created after the statements binding the names those options read
+    (`args = parser.parse_args()`), unless a device variable needs it earlier (the option
+    is then reported instead). When training is set up in a method (`Trainer.__init__`
+    builds the optimizer) it becomes `self.accelerator = Accelerator()` and the other
+    methods of the class reach it as `self.accelerator`.
+
     ## Known limits
     When a device variable is defined at module level but training happens in a
     function, the Accelerator is created at module level so that
@@ -61,7 +71,8 @@ class MissingAccelerator(Rule):
         setup = self.analysis.setup
         if setup is None:
             return
-        statement = cst.parse_statement(f"{ACCELERATOR_NAME} = Accelerator()\n")
+        arguments = setup_arguments(self.analysis)
+        statement = cst.parse_statement(f"{self.analysis.accelerator} = Accelerator({arguments})\n")
         if isinstance(setup.block.owner, cst.Module) and setup.before is not setup.block.body[0]:
             statement = statement.with_changes(leading_lines=[cst.EmptyLine()])
         self.report(

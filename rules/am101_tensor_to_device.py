@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import DeviceMove
+from migrator.analysis.removal import removal_unit
 from migrator.cst import is_noop, removal_node
 from migrator.edits import Fix, remove, replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -112,7 +113,8 @@ class TensorToDevice(Rule):
             new = statement.visit(strip)
             if isinstance(new, cst.BaseSmallStatement) and is_noop(new):
                 line = self.analysis.parent(statement)
-                return Fix((remove(removal_node(line, statement)),))
+                node = removal_unit(removal_node(line, statement), self.analysis.parent, self.analysis.imports)
+                return Fix((remove(node),))  # with an `if args.cuda:` left empty
             return Fix((replace(statement, new),))
         outermost = [m for m in moves if not any(_contains(o.call, m.call) for o in moves if o is not m)]
         return Fix(tuple(replace(m.call, m.call.visit(strip)) for m in outermost))

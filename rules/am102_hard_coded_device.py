@@ -66,6 +66,8 @@ class HardCodedDevice(Rule):
             small = analysis.statement_of(binding.target)
             if not isinstance(small, cst.Assign) or len(small.targets) != 1 or small.value is not binding.value:
                 continue
+            if cst.Module([]).code_for_node(small.value).strip() == f"{analysis.accelerator}.device":
+                continue  # `self.device = self.accelerator.device`: already the Accelerator's
             unused = "." not in var.name and not analysis.surviving_device_uses.get(var.name)
             if unused:
                 line = analysis.parent(small)

@@ -1,0 +1,572 @@
+"""Distribution written by hand: what the runtime now does itself, and what it replaces.
+
+Finds `nn.DataParallel(...)`/`DistributedDataParallel(...)` wrapping, `model.module`,
+`DistributedSampler`s and their `set_epoch`, `init_process_group`/`set_device`,
+`LOCAL_RANK`/`dist.get_rank()` plumbing, rank tests (`if rank == 0:`), barriers,
+all-reduces and `mp.spawn`. Statements that simply go share removal fixes (see
+removal.py). Nothing here edits the tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import libcst as cst
+
+from migrator.analysis.collect import Binding, Facts
+from migrator.analysis.names import dotted_name
+from migrator.analysis.removal import import_removals, shared_removals
+from migrator.analysis.roles import Role, RoleTable, peel_moves
+from migrator.edits import Edit, Fix, ImportChange, replace
+
+Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
+
+WRAPPERS = {
+    "torch.nn.DataParallel": "DataParallel",
+    "torch.nn.parallel.DataParallel": "DataParallel",
+    "torch.nn.parallel.data_parallel.DataParallel": "DataParallel",
+    "torch.nn.parallel.DistributedDataParallel": "DistributedDataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel": "DistributedDataParallel",
+}
+SAMPLERS = {"torch.utils.data.distributed.DistributedSampler", "torch.utils.data.DistributedSampler"}
+INIT = "torch.distributed.init_process_group"
+DESTROY = "torch.distributed.destroy_process_group"
+SET_DEVICE = "torch.cuda.set_device"
+BARRIERS = {"torch.distributed.barrier", "torch.distributed.monitored_barrier"}
+ALL_REDUCE = "torch.distributed.all_reduce"
+SPAWNS = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes", "torch.multiprocessing.spawn.spawn"}
+# dist queries that keep working unchanged (false or trivially true on one process).
+_QUERIES = {"is_available", "is_initialized", "is_nccl_available", "is_gloo_available", "is_torchelastic_launched"}
+# What the plumbing reads → the Accelerator property that replaces it.
+PLUMBING = {
+    "LOCAL_RANK": "local_process_index",
+    "RANK": "process_index",
+    "WORLD_SIZE": "num_processes",
+    "torch.distributed.get_rank": "process_index",
+    "torch.distributed.get_world_size": "num_processes",
+}
+ACCELERATOR_PLUMBING = {"local_process_index", "process_index", "num_processes"}
+# Imports that hand-made distribution needed and the migrated script may not.
+_CLEANED_MODULES = (
+    "torch.distributed", "torch.nn.parallel", "torch.utils.data.distributed", "torch.multiprocessing",
+    "torch.utils.data.DistributedSampler",
+)
+# Flags that say "running distributed" in hand-written scripts.
+_DISTRIBUTED_FLAGS = {"distributed", "multiprocessing_distributed", "ddp", "use_ddp", "is_distributed"}
+
+
+@dataclass(frozen=True, eq=False)
+class Wrap:
+    """`nn.DataParallel(inner, ...)` / `DistributedDataParallel(inner, ...)`.
+
+    `statement` is set when the whole statement goes (`model = DDP(model, ...)`);
+    otherwise the call is replaced by `inner`."""
+
+    call: cst.Call
+    kind: str
+    inner: cst.BaseExpression
+    statement: cst.BaseSmallStatement | None
+
+
+@dataclass(frozen=True, eq=False)
+class SamplerArg:
+    """`sampler=...` in a DataLoader call: the arg goes, and `shuffle` takes `shuffle`."""
+
+    loader_call: cst.Call
+    arg: cst.Arg
+    shuffle: str  # code: "True", "False" or an expression
+
+
+@dataclass(frozen=True, eq=False)
+class Sampler:
+    """A DistributedSampler bound to `name`: `removable` when every use is one of ours."""
+
+    name: str
+    binding: Binding
+    statement: cst.BaseSmallStatement
+    replacement: cst.BaseExpression | None  # `RandomSampler(ds) if ... else DistributedSampler(ds)` keeps the first
+    args: tuple[SamplerArg, ...]
+    set_epochs: tuple[cst.BaseSmallStatement, ...]
+    blockers: tuple[cst.CSTNode, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Plumbing:
+    """A read of the rank or world size (`int(os.environ["LOCAL_RANK"])`,
+    `dist.get_rank()`): replaced by `accelerator.<prop>`, or, when it is a binding nobody
+    reads any more, removed with its statement."""
+
+    node: cst.BaseExpression
+    prop: str
+    statement: cst.BaseSmallStatement | None  # set when the binding can simply go
+
+
+@dataclass(frozen=True, eq=False)
+class RankTest:
+    """An expression that holds on the main process only (`main`) or everywhere else."""
+
+    node: cst.BaseExpression
+    main: bool
+
+
+@dataclass(frozen=True, eq=False)
+class AllReduce:
+    call: cst.Call
+    statement: cst.BaseSmallStatement | None
+    tensor: cst.BaseExpression | None
+    reduction: str | None  # "sum" / "mean"; None: cannot be expressed (`reason`)
+    reason: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class DistributionFacts:
+    wraps: tuple[Wrap, ...] = ()
+    module_accesses: tuple[cst.BaseExpression, ...] = ()  # `model.module`, `m.module if hasattr(...) else m`
+    samplers: tuple[Sampler, ...] = ()
+    inline_samplers: tuple[SamplerArg, ...] = ()
+    inits: tuple[cst.Call, ...] = ()
+    set_devices: tuple[cst.Call, ...] = ()
+    destroys: tuple[cst.Call, ...] = ()
+    barriers: tuple[cst.Call, ...] = ()
+    all_reduces: tuple[AllReduce, ...] = ()
+    plumbing: tuple[Plumbing, ...] = ()
+    rank_tests: tuple[RankTest, ...] = ()
+    spawns: tuple[cst.Call, ...] = ()
+    raw_calls: tuple[cst.Call, ...] = ()  # other torch.distributed calls nobody rewrites
+    removals: dict[int, Fix] = field(default_factory=dict)  # id(small statement) → shared Fix
+    import_cleanup: tuple[ImportChange, ...] = ()  # imports of torch.distributed & co., dropped once unused
+
+    def removal(self, small: cst.CSTNode) -> Fix | None:
+        return self.removals.get(id(small))
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node).strip()
+
+
+def _arg(call: cst.Call, keyword: str, position: int | None) -> cst.Arg | None:
+    for i, arg in enumerate(call.args):
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+        if arg.keyword is None and arg.star == "" and position is not None and i == position:
+            return arg
+    return None
+
+
+def _expr_statement(call: cst.Call, parent: Parent) -> cst.BaseSmallStatement | None:
+    up = parent(call)
+    return up if isinstance(up, cst.Expr) and up.value is call else None
+
+
+def _statement(node: cst.CSTNode, parent: Parent) -> cst.BaseSmallStatement | None:
+    current = parent(node)
+    while current is not None and not isinstance(current, (cst.BaseSmallStatement, cst.BaseStatement)):
+        current = parent(current)
+    return current if isinstance(current, cst.BaseSmallStatement) else None
+
+
+class _Builder:
+    def __init__(self, module: cst.Module, facts: Facts, roles: RoleTable, parent: Parent, rank_audience) -> None:
+        self.module = module
+        self.facts = facts
+        self.roles = roles
+        self.parent = parent
+        self.audience = rank_audience
+        self.qualified = {id(c.node): c.qualified or "" for c in facts.calls}
+        self.boilerplate: list[cst.BaseSmallStatement] = []
+        self.companions: dict[int, list[Edit]] = {}
+        self.together: list[list[cst.BaseSmallStatement]] = []
+        self.vanishing: set[int] = set()  # nodes the migration removes or replaces whole
+
+    # -- loads of dotted names ----------------------------------------------------------------
+    def loads_of(self, name: str, scope: cst.CSTNode | None = None) -> list[cst.CSTNode]:
+        """Expressions reading `name` (dotted), outside binding targets."""
+        out = []
+        targets = {id(b.target) for b in self.facts.bindings}
+        for load in self.facts.loads:
+            if scope is not None and load.scope is not scope:
+                continue
+            node: cst.CSTNode = load.node
+            while dotted_name(node) != name:
+                up = self.parent(node)
+                if not (isinstance(up, cst.Attribute) and up.value is node):
+                    break
+                node = up
+            if dotted_name(node) == name and id(node) not in targets:
+                out.append(node)
+        return out
+
+    # -- wraps --------------------------------------------------------------------------------
+    def wraps(self) -> list[Wrap]:
+        out = []
+        for c in self.facts.calls:
+            kind = WRAPPERS.get(c.qualified or "")
+            inner_arg = _arg(c.node, "module", 0) if kind else None
+            if inner_arg is None:
+                continue
+            inner = inner_arg.value
+            statement = None
+            small = _statement(c.node, self.parent)
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and peel_moves(small.value) is c.node:
+                if dotted_name(small.targets[0].target) == dotted_name(inner) and small.value is c.node:
+                    statement = small
+                    self.boilerplate.append(small)
+            out.append(Wrap(c.node, kind, inner, statement))
+        return out
+
+    def module_accesses(self, wrapped: set[str]) -> list[cst.BaseExpression]:
+        models = wrapped | set(self.roles.names(Role.MODEL))
+        out: list[cst.BaseExpression] = []
+        taken: set[int] = set()
+        for name in models:
+            for node in self.loads_of(f"{name}.module"):
+                whole = self._unwrap_idiom(node, name)
+                if id(whole) not in taken:
+                    taken.add(id(whole))
+                    out.append(whole)
+        return out
+
+    def _unwrap_idiom(self, access: cst.CSTNode, name: str) -> cst.BaseExpression:
+        """`m.module if hasattr(m, "module") else m` and `getattr(m, "module", m)` as a whole."""
+        up = self.parent(access)
+        if isinstance(up, cst.IfExp) and up.body is access and dotted_name(up.orelse) == name:
+            return up
+        return access  # type: ignore[return-value]
+
+    # -- samplers -------------------------------------------------------------------------------
+    def sampler_arg(self, loader: cst.Call, arg: cst.Arg, sampler_call: cst.Call | None) -> SamplerArg:
+        shuffle = "True"
+        if sampler_call is not None:
+            given = _arg(sampler_call, "shuffle", 3)
+            if given is not None:
+                shuffle = _code(given.value)
+        return SamplerArg(loader, arg, shuffle)
+
+    def samplers(self) -> tuple[list[Sampler], list[SamplerArg]]:
+        found: list[Sampler] = []
+        inline: list[SamplerArg] = []
+        loaders = [c.node for c in self.facts.calls if (c.qualified or c.func or "").endswith("DataLoader")]
+        for b in self.facts.bindings:
+            value = b.element if b.element is not None else b.value
+            call, replacement = self._sampler_value(value)
+            small = _statement(b.target, self.parent)
+            if call is None or not isinstance(small, cst.Assign) or b.element is not None:
+                continue
+            args, set_epochs, blockers = [], [], []
+            for use in self.loads_of(b.name):
+                up = self.parent(use)
+                arg = up if isinstance(up, cst.Arg) else None
+                if arg is not None and arg.keyword is not None and arg.keyword.value == "sampler":
+                    loader = self.parent(arg)
+                    if isinstance(loader, cst.Call) and loader in loaders:
+                        args.append(self.sampler_arg(loader, arg, call))
+                        continue
+                if isinstance(up, cst.Attribute) and up.attr.value == "set_epoch":
+                    statement = _expr_statement(self.parent(up), self.parent)  # type: ignore[arg-type]
+                    if statement is not None:
+                        set_epochs.append(statement)
+                        continue
+                if self._in_shuffle_of(use, b.name, loaders) or self._in_none_test(use):
+                    continue
+                blockers.append(use)
+            if replacement is None and not blockers:
+                self.companions[id(small)] = [sampler_arg_edit(a) for a in args]
+                group = [small, *set_epochs, *self._none_bindings(b.name, b.scope)]
+                self.boilerplate.extend(group)
+                self.together.append(group)
+            found.append(Sampler(b.name, b, small, replacement, tuple(args), tuple(set_epochs), tuple(blockers)))
+        for c in self.facts.calls:
+            if (c.qualified or "") in SAMPLERS:
+                arg = self.parent(c.node)
+                loader = self.parent(arg) if isinstance(arg, cst.Arg) else None
+                if isinstance(arg, cst.Arg) and arg.keyword is not None and arg.keyword.value == "sampler" and loader in loaders:
+                    inline.append(self.sampler_arg(loader, arg, c.node))  # type: ignore[arg-type]
+        return found, inline
+
+    def _none_bindings(self, name: str, scope) -> list[cst.BaseSmallStatement]:
+        """`train_sampler = None` (the single-process branch): goes with the sampler."""
+        out = []
+        for b in self.facts.bindings:
+            if b.name == name and b.scope is scope and isinstance(b.value, cst.Name) and b.value.value == "None":
+                small = _statement(b.target, self.parent)
+                if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                    out.append(small)
+        return out
+
+    def _sampler_value(self, value) -> tuple[cst.Call | None, cst.BaseExpression | None]:
+        """(the DistributedSampler call, what stays instead: None to drop the binding)."""
+        if isinstance(value, cst.Call) and self.facts.imports.qualify(value.func) in SAMPLERS:
+            return value, None
+        if isinstance(value, cst.IfExp):
+            for mine, other in ((value.body, value.orelse), (value.orelse, value.body)):
+                if isinstance(mine, cst.Call) and self.facts.imports.qualify(mine.func) in SAMPLERS:
+                    keep = None if (isinstance(other, cst.Name) and other.value == "None") else other
+                    return mine, keep
+        return None, None
+
+    def _in_shuffle_of(self, use: cst.CSTNode, name: str, loaders: list[cst.Call]) -> bool:
+        """`shuffle=(sampler is None)` in a DataLoader call."""
+        current = self.parent(use)
+        while current is not None and not isinstance(current, cst.Arg):
+            current = self.parent(current)
+        return (
+            isinstance(current, cst.Arg)
+            and current.keyword is not None
+            and current.keyword.value == "shuffle"
+            and self.parent(current) in loaders
+        )
+
+    def _in_none_test(self, use: cst.CSTNode) -> bool:
+        """`if sampler is not None:` / `if sampler:` guarding a set_epoch."""
+        up = self.parent(use)
+        node = up if isinstance(up, cst.Comparison) else use
+        owner = self.parent(node)
+        return isinstance(owner, cst.If) and owner.test is node
+
+    # -- calls ---------------------------------------------------------------------------------
+    def calls(self, qualified: set[str] | str) -> list[cst.Call]:
+        wanted = {qualified} if isinstance(qualified, str) else qualified
+        return [c.node for c in self.facts.calls if (c.qualified or "") in wanted]
+
+    def all_reduces(self) -> list[AllReduce]:
+        out = []
+        for call in self.calls(ALL_REDUCE):
+            statement = _expr_statement(call, self.parent)
+            tensor_arg = _arg(call, "tensor", 0)
+            op = _arg(call, "op", 1)
+            reason = None
+            reduction = "sum"
+            if op is not None:
+                last = (dotted_name(op.value) or "").rsplit(".", 1)[-1]
+                reduction = {"SUM": "sum", "AVG": "mean"}.get(last)  # type: ignore[assignment]
+                if reduction is None:
+                    reason = f"`{_code(op.value)}` has no Accelerator equivalent (reduce() sums or averages)"
+            if _arg(call, "async_op", None) is not None or _arg(call, "group", 2) is not None:
+                reason = "it uses a process group or async_op the Accelerator does not expose"
+            tensor = tensor_arg.value if tensor_arg is not None else None
+            if reason is None and (statement is None or tensor is None or dotted_name(tensor) is None and not isinstance(tensor, cst.Subscript)):
+                reason = "its result is not a plain statement on a named tensor"
+            out.append(AllReduce(call, statement, tensor, reduction if reason is None else None, reason))
+        return out
+
+    def plumbing(self) -> list[Plumbing]:
+        out = []
+        for c in self.facts.calls:
+            node, prop = self._plumbing_read(c.node)
+            if node is None or any(p.node is node for p in out):
+                continue
+            out.append(Plumbing(node, prop, self._unused_binding(node)))
+        for b in self.facts.bindings:
+            value = b.value
+            if b.element is None and isinstance(value, cst.Attribute) and value.attr.value in ACCELERATOR_PLUMBING:
+                if (dotted_name(value.value) or "").endswith("accelerator"):
+                    statement = self._unused_binding(value)
+                    if statement is not None:
+                        out.append(Plumbing(value, value.attr.value, statement))
+        for p in out:
+            if p.statement is not None:
+                self.boilerplate.append(p.statement)
+        return out
+
+    def _plumbing_read(self, call: cst.Call) -> tuple[cst.BaseExpression | None, str]:
+        qualified = self.qualified.get(id(call), "")
+        if qualified in PLUMBING:
+            return call, PLUMBING[qualified]
+        if dotted_name(call.func) == "int" and len(call.args) == 1:
+            env = _env_name(call.args[0].value)
+            if env in PLUMBING:
+                return call, PLUMBING[env]
+        return None, ""
+
+    def _unused_binding(self, value: cst.CSTNode) -> cst.BaseSmallStatement | None:
+        """The statement binding `value` when nothing will read the name any more: its
+        reads are all in code the migration removes or rewrites (set_device, DDP's
+        device_ids, rank tests, device moves)."""
+        small = self.parent(value)
+        if not (isinstance(small, cst.Assign) and small.value is value and len(small.targets) == 1):
+            return None
+        name = dotted_name(small.targets[0].target)
+        if name is None:
+            return None
+        binding = next((b for b in self.facts.bindings if b.target is small.targets[0].target), None)
+        scope = binding.scope if binding is not None and "." not in name else None
+        return None if [n for n in self.loads_of(name, scope) if not self._going(n)] else small
+
+    def _going(self, node: cst.CSTNode) -> bool:
+        current: cst.CSTNode | None = node
+        while current is not None and not isinstance(current, (cst.BaseStatement, cst.Module)):
+            if id(current) in self.vanishing:
+                return True
+            current = self.parent(current)
+        return False
+
+    def rank_tests(self) -> list[RankTest]:
+        out: list[RankTest] = []
+        builder = self
+
+        class _Find(cst.CSTVisitor):
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                if isinstance(node, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
+                    main = builder.main_test(node)
+                    if main is not None:
+                        out.append(RankTest(node, main))
+                        return False
+                return True
+
+        self.module.visit(_Find())
+        return out
+
+    def main_test(self, node: cst.BaseExpression) -> bool | None:
+        """True for a main-process test, False for its negation, None otherwise.
+
+        Beyond the lint's rank tests (analysis.branches): `not args.distributed or
+        rank == 0` and `args.distributed and rank == 0` are main-process tests (on one
+        process the Accelerator's main process is the only one), and so is
+        `rank % ngpus_per_node == 0`. Other `and`/`or` are left to their parts."""
+        if isinstance(node, cst.BooleanOperation):
+            for side, other in ((node.left, node.right), (node.right, node.left)):
+                if self.main_test(side) is True and (
+                    (isinstance(node.operator, cst.Or) and _single_process_test(other))
+                    or (isinstance(node.operator, cst.And) and _distributed_test(other))
+                ):
+                    return True
+            return None
+        if isinstance(node, cst.UnaryOperation):
+            if not isinstance(node.operator, cst.Not):
+                return None
+            inner = self.main_test(node.expression)
+            return None if inner is None else not inner
+        if not isinstance(node, cst.Comparison) or len(node.comparisons) != 1:
+            return None
+        left, target = node.left, node.comparisons[0]
+        if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo):
+            zero = cst.Comparison(left.left, [cst.ComparisonTarget(cst.Equal(), cst.Integer("0"))])
+            if self.audience(zero) is not None and _code(target.comparator) == "0":
+                if isinstance(target.operator, cst.Equal):
+                    return True
+                if isinstance(target.operator, cst.NotEqual):
+                    return False
+            return None
+        audience = self.audience(node)
+        if audience is None:
+            return None
+        return audience.name == "MAIN"
+
+
+_EQ = cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+
+
+def sampler_arg_edit(arg: SamplerArg) -> Edit:
+    """The DataLoader call without `sampler=` and with the sampler's shuffling
+    (`shuffle=(sampler is None)` → `shuffle=True`)."""
+    call = arg.loader_call
+    shuffle = cst.parse_expression(arg.shuffle)
+    args = []
+    has_shuffle = False
+    for a in call.args:
+        if a is arg.arg:
+            continue
+        if a.keyword is not None and a.keyword.value == "shuffle":
+            a = a.with_changes(value=shuffle)
+            has_shuffle = True
+        args.append(a)
+    if not has_shuffle and arg.shuffle != "False":
+        last = args[-1]
+        after = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else cst.SimpleWhitespace(" ")
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=after))
+        args.append(cst.Arg(shuffle, keyword=cst.Name("shuffle"), equal=_EQ))
+    final = call.args[-1].comma
+    args[-1] = args[-1].with_changes(comma=final if isinstance(final, cst.Comma) else cst.MaybeSentinel.DEFAULT)
+    return replace(call, call.with_changes(args=args))
+
+
+def _flag_name(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Call):
+        node = node.func
+    return (dotted_name(node) or "").rsplit(".", 1)[-1]
+
+
+def _distributed_test(node: cst.BaseExpression) -> bool:
+    """`args.distributed`, `dist.is_initialized()`, `args.local_rank != -1`."""
+    if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+        target = node.comparisons[0]
+        return isinstance(target.operator, cst.NotEqual) and _code(target.comparator) == "-1"
+    return _flag_name(node) in _DISTRIBUTED_FLAGS | {"is_initialized"}
+
+
+def _single_process_test(node: cst.BaseExpression) -> bool:
+    """`not args.distributed`, `args.local_rank == -1`."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        return _distributed_test(node.expression)
+    if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+        target = node.comparisons[0]
+        return isinstance(target.operator, cst.Equal) and _code(target.comparator) == "-1"
+    return False
+
+
+def _env_name(node: cst.BaseExpression) -> str | None:
+    """`os.environ["LOCAL_RANK"]` / `os.environ.get("LOCAL_RANK", ...)` → "LOCAL_RANK"."""
+    key = None
+    if isinstance(node, cst.Subscript) and (dotted_name(node.value) or "").endswith("environ") and node.slice:
+        element = node.slice[0].slice
+        key = element.value if isinstance(element, cst.Index) else None
+    elif isinstance(node, cst.Call) and (dotted_name(node.func) or "").endswith("environ.get") and node.args:
+        key = node.args[0].value
+    if isinstance(key, cst.SimpleString):
+        value = key.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+def distribution_facts(
+    module: cst.Module, facts: Facts, roles: RoleTable, parent: Parent, rank_audience, vanishing: frozenset[int] = frozenset()
+) -> DistributionFacts:
+    """Everything hand-made distribution in one module. `vanishing` holds ids of nodes
+    other steps remove (device moves prepare() makes redundant)."""
+    b = _Builder(module, facts, roles, parent, rank_audience)
+    b.vanishing |= vanishing
+    wraps = b.wraps()
+    wrapped = {dotted_name(w.inner) for w in wraps} | {
+        dotted_name(w.statement.targets[0].target) for w in wraps if isinstance(w.statement, cst.Assign)
+    }
+    samplers, inline = b.samplers()
+    inits = b.calls(INIT)
+    set_devices = b.calls(SET_DEVICE)
+    for call in [*inits, *set_devices]:
+        statement = _expr_statement(call, parent)
+        if statement is not None:
+            b.boilerplate.append(statement)
+    rank_tests = b.rank_tests()
+    b.vanishing |= {id(t.node) for t in rank_tests} | {id(w.call) for w in wraps} | {id(s) for s in b.boilerplate}
+    plumbing = b.plumbing()
+    cleanup = tuple(
+        change
+        for local, qualified in sorted(facts.imports.aliases.items())
+        if qualified.startswith(_CLEANED_MODULES)
+        for change in import_removals(facts.imports, local)
+    )
+    handled = {INIT, DESTROY, ALL_REDUCE, *BARRIERS, *PLUMBING}
+    raw = [
+        c.node for c in facts.calls
+        if (c.qualified or "").startswith("torch.distributed.")
+        and c.qualified not in handled
+        and (c.qualified or "").rsplit(".", 1)[-1] not in _QUERIES
+    ]
+    return DistributionFacts(
+        wraps=tuple(wraps),
+        module_accesses=tuple(b.module_accesses({w for w in wrapped if w})),
+        samplers=tuple(samplers),
+        inline_samplers=tuple(inline),
+        inits=tuple(inits),
+        set_devices=tuple(set_devices),
+        destroys=tuple(b.calls(DESTROY)),
+        barriers=tuple(b.calls(BARRIERS)),
+        all_reduces=tuple(b.all_reduces()),
+        plumbing=tuple(plumbing),
+        rank_tests=tuple(rank_tests),
+        spawns=tuple(b.calls(SPAWNS)),
+        raw_calls=tuple(raw),
+        removals=shared_removals(b.boilerplate, parent, facts.imports, cleanup, b.companions, b.together),
+        import_cleanup=cleanup,
+    )

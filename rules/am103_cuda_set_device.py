@@ -1,0 +1,63 @@
+"""AM103: `torch.cuda.set_device(local_rank)` picks the GPU by hand."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.rule import Example, FixAvailability, Rule
+
+
+class CudaSetDevice(Rule):
+    """## What it does
+    Removes `torch.cuda.set_device(...)` (with the `if` around it when nothing else is
+    left in it, e.g. `if args.distributed:`).
+
+    ## Why is this bad?
+    The Accelerator chooses and sets this process's GPU from the launcher's `LOCAL_RANK`
+    (`accelerator.device`). A hand-written `set_device` reads a rank the migrated script
+    no longer computes, and on one process or on CPU it fails or picks the wrong device.
+
+    ## Example
+    ```python
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    ```
+
+    Use instead:
+    ```python
+    # nothing: `accelerator.device` is this process's GPU
+    ```
+
+    ## Known limits
+    A `set_device` whose result is used as a value (not a statement of its own) is
+    reported, not removed.
+    """
+
+    code = "AM103"
+    name = "cuda-set-device"
+    message = "`torch.cuda.set_device` picks the GPU by hand; the Accelerator sets this process's device"
+    fix_title = "Remove `torch.cuda.set_device(...)`"
+    fix = FixAvailability.SOMETIMES
+    examples = (
+        Example(
+            before=(
+                "import torch\n\ntorch.cuda.set_device(0)\n"
+                "model = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            ),
+            after=(
+                "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "model = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "model, opt = accelerator.prepare(model, opt)\n"
+            ),
+            at=("3:1",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        if analysis.patterns is None or not analysis.migrating:
+            return
+        facts = analysis.patterns.distribution
+        for call in facts.set_devices:
+            fix = facts.removal(analysis.parent(call))  # type: ignore[arg-type]
+            self.report(call, edits=fix)

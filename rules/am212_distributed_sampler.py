@@ -1,0 +1,92 @@
+"""AM212: a `DistributedSampler` made by hand."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis.distributed import sampler_arg_edit
+from migrator.edits import replace
+from migrator.rule import Example, FixAvailability, Rule
+
+
+class DistributedSampler(Rule):
+    """## What it does
+    Removes a hand-made `DistributedSampler`: its definition (also
+    `DistributedSampler(ds) if args.distributed else None`), the `sampler=` argument of
+    the DataLoader, and `sampler.set_epoch(epoch)` (with an `if` that only guarded it).
+    The DataLoader gets the sampler's shuffling: `shuffle=(train_sampler is None)` becomes
+    `shuffle=True` (`shuffle=False` for `DistributedSampler(ds, shuffle=False)`).
+    `RandomSampler(ds) if args.local_rank == -1 else DistributedSampler(ds)` keeps the
+    `RandomSampler(ds)`.
+
+    ## Why is this bad?
+    `accelerator.prepare(loader)` shards the data across processes itself and reshuffles
+    every epoch. A hand-made `DistributedSampler` needs a process group at construction
+    (it fails on one process), and sharding twice gives each process 1/N² of the data.
+
+    ## Example
+    ```python
+    sampler = DistributedSampler(dataset)
+    loader = DataLoader(dataset, batch_size=32, sampler=sampler, shuffle=(sampler is None))
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+    ```
+
+    Use instead:
+    ```python
+    loader = DataLoader(dataset, batch_size=32, shuffle=True)
+    for epoch in range(epochs):
+        ...
+    ```
+
+    ## Known limits
+    A sampler used in other ways (`len(sampler)`, passed to a function) is reported,
+    not removed.
+    """
+
+    code = "AM212"
+    name = "distributed-sampler"
+    message = "`{name}` shards the data by hand; accelerator.prepare() shards the DataLoader"
+    fix_title = "Remove the DistributedSampler; the prepared DataLoader shards and shuffles"
+    fix = FixAvailability.SOMETIMES
+    examples = (
+        Example(
+            before=(
+                "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler\n\n"
+                "model = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "ds = torch.utils.data.TensorDataset(torch.zeros(8, 2))\n"
+                "sampler = DistributedSampler(ds)\n"
+                "loader = DataLoader(ds, batch_size=2, sampler=sampler, shuffle=(sampler is None))\n"
+                "for epoch in range(2):\n    sampler.set_epoch(epoch)\n"
+                "    for (x,) in loader:\n        model(x).sum().backward()\n"
+            ),
+            after=(
+                "import torch\nfrom torch.utils.data import DataLoader\nfrom runtime import Accelerator\n\n"
+                "accelerator = Accelerator()\n\n"
+                "model = torch.nn.Linear(2, 2)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "ds = torch.utils.data.TensorDataset(torch.zeros(8, 2))\n"
+                "loader = DataLoader(ds, batch_size=2, shuffle=True)\n"
+                "model, opt, loader = accelerator.prepare(model, opt, loader)\n"
+                "for epoch in range(2):\n"
+                "    for (x,) in loader:\n        accelerator.backward(model(x).sum())\n"
+            ),
+            at=("7:1",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        if analysis.patterns is None or not analysis.migrating:
+            return
+        facts = analysis.patterns.distribution
+        for sampler in facts.samplers:
+            if sampler.replacement is not None:
+                edits = [replace(sampler.binding.value, sampler.replacement)]  # type: ignore[arg-type]
+                self.report(sampler.statement, edits=edits, remove_imports=facts.import_cleanup, name=sampler.name)
+            elif sampler.blockers:
+                self.report(sampler.statement, name=sampler.name)
+            else:
+                self.report(sampler.statement, edits=facts.removal(sampler.statement), name=sampler.name)
+        for arg in facts.inline_samplers:
+            edits = [sampler_arg_edit(arg)]
+            self.report(arg.arg, edits=edits, remove_imports=facts.import_cleanup, name="DistributedSampler(...)")

@@ -1,0 +1,85 @@
+"""AM217: rank and world size read by hand (`LOCAL_RANK`, `dist.get_rank()`)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.edits import replace
+from migrator.rule import Example, FixAvailability, Rule
+
+
+class RankPlumbing(Rule):
+    """## What it does
+    Replaces reads of the process's place in the run with the Accelerator's:
+    `int(os.environ["LOCAL_RANK"])` → `accelerator.local_process_index`,
+    `int(os.environ["RANK"])` and `dist.get_rank()` → `accelerator.process_index`,
+    `int(os.environ["WORLD_SIZE"])` and `dist.get_world_size()` →
+    `accelerator.num_processes`. A variable holding one of them that nothing reads any
+    more (its uses were `set_device`, DDP's `device_ids`, rank tests) goes.
+
+    ## Why is this bad?
+    The environment variables exist only under a launcher and `dist.get_rank()` needs a
+    process group: the script fails when run as a single process. The Accelerator's
+    properties work everywhere (0 and 1 on one process).
+
+    ## Example
+    ```python
+    local_rank = int(os.environ["LOCAL_RANK"])
+    world_size = dist.get_world_size()
+    print(f"{world_size} processes")
+    ```
+
+    Use instead:
+    ```python
+    world_size = accelerator.num_processes
+    print(f"{world_size} processes")
+    ```
+
+    ## Known limits
+    `--local_rank` command-line arguments stay declared (the old launcher passed them);
+    reads of `args.local_rank` are rewritten where they test for the main process
+    (AM214) and reported by the rule that uses them otherwise. Reads where the
+    Accelerator cannot be reached (module level above `main()`) are reported.
+    """
+
+    code = "AM217"
+    name = "rank-plumbing"
+    message = "`{read}` reads the process's rank or count by hand; {advice}"
+    fix_title = "Use the Accelerator's process index and count"
+    fix = FixAvailability.SOMETIMES
+    examples = (
+        Example(
+            before=(
+                "import os\nimport torch.distributed as dist\nfrom runtime import Accelerator\n\n"
+                "accelerator = Accelerator()\nlocal_rank = int(os.environ[\"LOCAL_RANK\"])\n"
+                "world_size = dist.get_world_size()\nprint(world_size)\n"
+            ),
+            after=(
+                "import os\nfrom runtime import Accelerator\n\n"
+                "accelerator = Accelerator()\nworld_size = accelerator.num_processes\nprint(world_size)\n"
+            ),
+            at=("6:14", "7:14"),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        if analysis.patterns is None or not analysis.migrating:
+            return
+        facts = analysis.patterns.distribution
+        for read in facts.plumbing:
+            shown = cst.Module([]).code_for_node(read.node).strip()
+            fields = {"read": shown, "advice": f"use `accelerator.{read.prop}`"}
+            if read.statement is not None:
+                target = cst.Module([]).code_for_node(read.statement.targets[0].target).strip()  # type: ignore[attr-defined]
+                if shown.startswith(("accelerator.", "self.accelerator.")):
+                    fields["read"] = target
+                fields["advice"] = f"nothing reads `{target}` once the Accelerator places the process"
+                self.report(read.node, edits=facts.removal(read.statement), **fields)
+                continue
+            accelerator = analysis.accelerator_at(read.node)
+            if accelerator is None:
+                self.report(read.node, **fields)
+                continue
+            new = cst.parse_expression(f"{accelerator}.{read.prop}")
+            self.report(read.node, edits=[replace(read.node, new)], remove_imports=facts.import_cleanup, **fields)

@@ -1,0 +1,133 @@
+"""AM510: checkpoints written with `torch.save` from every process, still wrapped."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis.saving import Save, saves
+from migrator.edits import Edit, Fix, insert_before, replace
+from migrator.rule import Example, FixAvailability, Rule
+
+
+class TorchSaveCheckpoint(Rule):
+    """## What it does
+    Rewrites `torch.save(obj, path)` to `accelerator.save(obj, path)` (which writes from
+    the main process only), unwraps the models it saves
+    (`model.state_dict()` → `accelerator.unwrap_model(model).state_dict()`,
+    `torch.save(model, f)` → `accelerator.save(accelerator.unwrap_model(model), f)`), and
+    puts `accelerator.wait_for_everyone()` before it, so every process has finished the
+    step being saved.
+
+    ## Why is this bad?
+    On N processes every process writes the same file at once (a corrupt checkpoint on
+    a shared file system), and the prepared model is wrapped in DistributedDataParallel
+    there, so its state dict's keys start with `module.`: the checkpoint does not load
+    into the plain model.
+
+    ## Where the barrier goes
+    `wait_for_everyone()` must be reached by every process. It goes right before the
+    statement with the save, lifted out of any `if` around it (`if rank == 0:`,
+    `if is_best:`, `if epoch % 10 == 0:`): a condition that is true on one process only
+    would leave the others waiting forever. No barrier is written where only the main
+    process runs (a function called only under `if accelerator.is_main_process:`, code
+    after `if not accelerator.is_main_process: return`).
+
+    ## Example
+    ```python
+    if args.local_rank in (-1, 0):
+        torch.save(model.state_dict(), "model.pt")
+    ```
+
+    Use instead:
+    ```python
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        accelerator.save(accelerator.unwrap_model(model).state_dict(), "model.pt")
+    ```
+
+    ## Known limits
+    A save that cannot reach the Accelerator is reported, not changed. Objects other
+    than models are saved as they are (optimizer and scheduler state dicts need no
+    unwrapping).
+    """
+
+    code = "AM510"
+    name = "torch-save-checkpoint"
+    message = "`torch.save` writes from every process{wrapped}; save once with accelerator.save after wait_for_everyone()"
+    fix_title = "Use accelerator.save, unwrap the model, wait for everyone first"
+    fix = FixAvailability.SOMETIMES
+    examples = (
+        Example(
+            before=(
+                "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "model = torch.nn.Linear(2, 2)\nmodel = accelerator.prepare(model)\n"
+                "torch.save(model.state_dict(), \"model.pt\")\n"
+            ),
+            after=(
+                "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "model = torch.nn.Linear(2, 2)\nmodel = accelerator.prepare(model)\n"
+                "accelerator.wait_for_everyone()\n"
+                "accelerator.save(accelerator.unwrap_model(model).state_dict(), \"model.pt\")\n"
+            ),
+            at=("7:1",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        if analysis.patterns is None or not analysis.migrating:
+            return
+        found = []
+        for save in saves(analysis):
+            accelerator = analysis.accelerator_at(save.call)
+            if accelerator is None:
+                self.report(save.call, wrapped=_wrapped(save))
+            else:
+                found.append((save, accelerator))
+        anchors = {id(s.anchor) for s, _ in found if s.anchor is not None}
+        groups: dict[int, list[tuple[Save, str]]] = {}
+        for save, accelerator in found:
+            key = id(self._first_of_run(save.anchor, anchors)) if save.anchor is not None else id(save)
+            groups.setdefault(key, []).append((save, accelerator))
+        for group in groups.values():
+            edits = [e for save, accelerator in group for e in self._edits(save, accelerator)]
+            accelerator = group[0][1]
+            anchor = self._first_of_run(group[0][0].anchor, anchors) if group[0][0].anchor is not None else None
+            if anchor is not None and not self._waits_before(anchor, accelerator):
+                edits.append(insert_before(anchor, cst.parse_statement(f"{accelerator}.wait_for_everyone()\n")))
+            fix = Fix(tuple(edits))
+            for save, _ in group:
+                self.report(save.call, edits=fix, wrapped=_wrapped(save))
+
+    def _edits(self, save: Save, accelerator: str) -> list[Edit]:
+        """Small edits, so that the rewrites of other rules around them still apply in
+        the same pass: the callee, and each saved model."""
+        edits: list[Edit] = [replace(save.call.func, cst.parse_expression(f"{accelerator}.save"))]
+        for model in save.models:
+            code = cst.Module([]).code_for_node(model).strip()
+            reach = self.analysis.accelerator_at(model) or accelerator
+            edits.append(replace(model, cst.parse_expression(f"{reach}.unwrap_model({code})")))
+        return edits
+
+    def _first_of_run(self, anchor: cst.CSTNode, anchors: set[int]) -> cst.CSTNode:
+        """Saves one after another share one barrier, before the first of them."""
+        body = list(getattr(self.analysis.parent(anchor), "body", ()))
+        index = next((i for i, s in enumerate(body) if s is anchor), 0)
+        while index > 0 and id(body[index - 1]) in anchors:
+            index -= 1
+        return body[index] if body else anchor
+
+    def _waits_before(self, anchor: cst.CSTNode, accelerator: str) -> bool:
+        """`accelerator.wait_for_everyone()` is already the statement right above."""
+        block = self.analysis.parent(anchor)
+        body = list(getattr(block, "body", ()))
+        index = next((i for i, s in enumerate(body) if s is anchor), 0)
+        if index == 0:
+            return False
+        previous = cst.Module([]).code_for_node(body[index - 1]).strip()
+        return previous == f"{accelerator}.wait_for_everyone()"
+
+
+
+def _wrapped(save: Save) -> str:
+    return " with the wrapped model" if save.models else ""

@@ -1,0 +1,109 @@
+"""AM511: `print` in training code, run by every process."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis import Role
+from migrator.analysis.loop import training_functions
+from migrator.analysis.reach import accelerator_home
+from migrator.edits import replace
+from migrator.rule import Example, FixAvailability, Rule
+
+
+class PrintOnEveryProcess(Rule):
+    """## What it does
+    Rewrites `print(...)` to `accelerator.print(...)` in the code that trains and
+    evaluates: inside loops of the scope that creates the Accelerator, and anywhere in
+    functions (and methods of an Accelerator-owning class) that train, evaluate, or loop
+    over a dataloader. A `print` that only the main process runs (under
+    `if accelerator.is_main_process:` or a rank test) stays.
+
+    ## Why is this bad?
+    On N processes every line is printed N times, interleaved.
+    `accelerator.print` prints once per machine.
+
+    ## Example
+    ```python
+    for epoch in range(epochs):
+        print(f"epoch {epoch} loss {loss.item():.4f}")
+    ```
+
+    Use instead:
+    ```python
+    for epoch in range(epochs):
+        accelerator.print(f"epoch {epoch} loss {loss.item():.4f}")
+    ```
+
+    ## Known limits
+    Prints in helpers outside training (argument parsing, data download) stay: they run
+    before or apart from the processes' work. Prints that cannot reach the Accelerator
+    are left as they are.
+    """
+
+    code = "AM511"
+    name = "print-on-every-process"
+    message = "`print` in training code prints once per process; use `accelerator.print`"
+    fix_title = "Use `accelerator.print`"
+    fix = FixAvailability.ALWAYS
+    examples = (
+        Example(
+            before=(
+                "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "for epoch in range(2):\n    print(\"epoch\", epoch)\n"
+            ),
+            after=(
+                "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "for epoch in range(2):\n    accelerator.print(\"epoch\", epoch)\n"
+            ),
+            at=("6:5",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        if not analysis.migrating or "print" in analysis.imports.aliases or any(b.name == "print" for b in analysis.facts.bindings):
+            return
+        facts = analysis.facts
+        working = self._working_functions()
+        home = accelerator_home(analysis)
+        home_scope = home.scope if home is not None else None
+        for c in facts.calls:
+            if not (isinstance(c.node.func, cst.Name) and c.node.func.value == "print"):
+                continue
+            scope = c.scope
+            in_scope = id(scope) in working or (scope is home_scope and (bool(c.loops) or _in_while(analysis, c.node)))
+            if not in_scope or analysis.branches.runs_only_on_main(c.node):
+                continue
+            accelerator = analysis.accelerator_at(c.node)
+            if accelerator is None:
+                continue
+            new = cst.Attribute(value=cst.parse_expression(accelerator), attr=cst.Name("print"))
+            self.report(c.node, edits=[replace(c.node.func, new)])
+
+    def _working_functions(self) -> set[int]:
+        """ids of functions that train, evaluate, or iterate a dataloader, and methods of
+        the class that owns the Accelerator."""
+        analysis = self.analysis
+        facts = analysis.facts
+        trainers = training_functions(facts)
+        out = {id(f) for name in trainers for f in facts.functions.get(name, [])}
+        for loop in facts.loops:
+            if isinstance(loop.scope, cst.FunctionDef) and analysis.roles.of(loop.iter_name) is Role.DATALOADER:
+                out.add(id(loop.scope))
+        name = analysis.accelerator
+        if name.startswith("self."):
+            for functions in facts.functions.values():
+                for f in functions:
+                    if id(f) in facts.method_of and analysis.accelerator_at(f.body) is not None:
+                        out.add(id(f))
+        return out
+
+
+def _in_while(analysis, node: cst.CSTNode) -> bool:
+    current = analysis.parent(node)
+    while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+        if isinstance(current, cst.While):
+            return True
+        current = analysis.parent(current)
+    return False

@@ -1,0 +1,67 @@
+"""AM514: evaluation metrics counted per process, in a shape the migrator leaves alone."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.rule import Example, Rule
+
+
+class UngatherableMetrics(Rule):
+    """## What it does
+    Reports evaluation loops over a prepared dataloader whose metrics count only this
+    process's share of the data, where AM513 cannot place the gather: a metric counted
+    under a condition or in a nested loop, a metric reading `batch["labels"]` directly
+    (gathering the whole batch would move inputs of different lengths), or a metric
+    counted before the model output it needs.
+
+    ## Why is this bad?
+    On N processes the metric covers 1/N of the samples (and differs between processes).
+
+    ## What to do by hand
+    Gather the per-sample predictions and labels first, then count:
+    `preds, labels = accelerator.gather_for_metrics((preds, batch["labels"]))`. For
+    sequences of different lengths, pad first with `accelerator.pad_across_processes`.
+
+    ## Example
+    ```python
+    for batch in eval_loader:
+        preds = model(**batch).logits.argmax(-1)
+        correct += (preds == batch["labels"]).sum().item()
+    ```
+
+    Use instead:
+    ```python
+    for batch in eval_loader:
+        preds = model(**batch).logits.argmax(-1)
+        preds, labels = accelerator.gather_for_metrics((preds, batch["labels"]))
+        correct += (preds == labels).sum().item()
+    ```
+    """
+
+    code = "AM514"
+    name = "ungatherable-metrics"
+    message = "`{metric}` counts only this process's share of the evaluation data, and {reason}"
+    examples = (
+        Example(
+            before=(
+                "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "model = torch.nn.Linear(2, 2)\nloader = torch.utils.data.DataLoader(torch.zeros(4, 2))\n"
+                "model, loader = accelerator.prepare(model, loader)\ncorrect = 0\n"
+                "for x in loader:\n    output = model(x)\n    if output.sum() > 0:\n"
+                "        correct += (output.argmax(1) == 0).sum().item()\n"
+            ),
+            at=("12:9",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        if analysis.patterns is None or not analysis.migrating:
+            return
+        for gather in analysis.patterns.metrics:
+            if gather.reason is None:
+                continue
+            shown = cst.Module([]).code_for_node(gather.anchor).strip()
+            shown = shown.split("+=")[0].strip() + " += ..." if "+=" in shown else shown.split("(")[0] + "(...)"
+            self.report(gather.anchor, metric=shown, reason=gather.reason)
