@@ -1,0 +1,120 @@
+"""Minimised inputs the property tests found, each with the bug it showed.
+
+Every case runs as an explicit hypothesis `@example` and as its own test in
+test_regressions.py. `bug` names a properties.KNOWN_BUGS entry while the bug is open.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Regression:
+    name: str
+    symptom: str
+    script: str
+    mode: str = "fix"
+    bug: str | None = None  # the open KNOWN_BUGS key, None once fixed
+
+
+REGRESSIONS = [
+    Regression(
+        "am302-clip-on-self-accelerator",
+        "E999 internal error: CSTValidationError: Name 'self.accelerator' is not a valid identifier"
+        " (AM302 built cst.Name from a dotted accelerator name; fixed in 97c9b09)",
+        """\
+import torch
+
+
+class Trainer:
+    def __init__(self):
+        self.model = torch.nn.Linear(4, 2)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        self.loader = torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=2)
+
+    def fit(self):
+        for x in self.loader:
+            self.model(x).sum().backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+            self.opt.step()
+""",
+    ),
+    Regression(
+        "fixed-finding-columns-from-a-later-pass",
+        "a fixed AM002 finding spans 4:1-7:45 but original line 7 is 33 characters: "
+        "engine._at_original maps lines back to the original text but keeps the columns of "
+        "the pass that found it (line 7 had already become `accelerator.backward(...)`)",
+        """\
+import torch
+
+
+def train(model, opt, loader):
+    for x in loader:
+        opt.step()
+        model(x).sum().backward()
+
+
+def main():
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(torch.randn(8, 2), batch_size=2)
+    train(model, opt, loader)
+""",
+        bug="finding-columns",
+    ),
+    Regression(
+        "device-rewritten-to-self-accelerator-outside-the-class",
+        "`dev = \"cuda\"` in main() becomes `dev = self.accelerator.device` (NameError: self); "
+        "the Accelerator went into Trainer.__init__ because `self.optimizer = optimizer` "
+        "made it the training block, though no loop trains there",
+        """\
+import torch
+
+
+class Trainer:
+    def __init__(self, optimizer):
+        self.optimizer = optimizer
+
+    def step(self):
+        self.optimizer.zero_grad()
+
+
+def main():
+    dev = "cuda"
+    model = torch.nn.Linear(2, 1)
+    model.to(dev)
+""",
+        bug="unbound-self",
+    ),
+    Regression(
+        "backward-rewritten-where-accelerator-is-not-visible",
+        "Trainer.fit's `loss.backward()` becomes `accelerator.backward(...)` though "
+        "`accelerator` lives in main() (NameError at run time); AM002 reports it unfixed, "
+        "but the rewrite should not happen when the name cannot be made visible",
+        """\
+import torch
+
+
+class Trainer:
+    def __init__(self, model, optimizer, loader):
+        self.model = model
+        self.optimizer = optimizer
+        self.loader = loader
+
+    def fit(self):
+        for x in self.loader:
+            self.model(x).sum().backward()
+            self.optimizer.step()
+
+
+def main():
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(torch.randn(8, 2), batch_size=2)
+    trainer = Trainer(model, optimizer, loader)
+    trainer.fit()
+""",
+        bug="unbound-accelerator",
+    ),
+]
