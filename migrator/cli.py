@@ -89,6 +89,7 @@ def accel_migrate(
     isolated: Annotated[bool, typer.Option("--isolated", help="Ignore [tool.accel-migrate] in pyproject.toml files.", rich_help_panel=_RULES)] = False,
     output_format: Annotated[OutputFormat, typer.Option(case_sensitive=False, help="How to print findings.", rich_help_panel=_OUT)] = OutputFormat.TEXT,
     statistics: Annotated[bool, typer.Option("--statistics", help="Count findings per rule instead of listing them.", rich_help_panel=_OUT)] = False,
+    report: Annotated[Optional[str], typer.Option("--report", metavar="FILE", help="Also write a Markdown migration report to FILE: every change, every item left for a human, totals.", rich_help_panel=_OUT)] = None,
     list_rules: Annotated[bool, typer.Option("--list-rules", help="Print a table of every rule and exit.", rich_help_panel=_DOCS)] = False,
     explain: Annotated[Optional[str], typer.Option(metavar="CODE", help="Print one rule's documentation (code or name) and exit.", rich_help_panel=_DOCS)] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
@@ -103,7 +104,7 @@ def accel_migrate(
             unsafe_fixes=unsafe_fixes, fix=mode.fixing,
         )
         status = _run(paths or [], mode, overrides, isolated=isolated, output=output,
-                      fmt=output_format, statistics=statistics)
+                      fmt=output_format, statistics=statistics, report_path=report)
     except UsageError as exc:
         typer.echo(f"accel-migrate: error: {exc}", err=True)
         status = EXIT_ERROR
@@ -136,7 +137,7 @@ def _codes(value: str | None) -> tuple[str, ...]:
 
 
 def _run(paths: list[str], mode: Mode, overrides: Overrides, *, isolated: bool, output: str | None,
-         fmt: OutputFormat, statistics: bool) -> int:
+         fmt: OutputFormat, statistics: bool, report_path: str | None = None) -> int:
     if not paths:
         raise UsageError("no PATH given (try accel-migrate --help)")
     if output and (len(paths) != 1 or os.path.isdir(paths[0])):
@@ -149,7 +150,20 @@ def _run(paths: list[str], mode: Mode, overrides: Overrides, *, isolated: bool, 
     )
     report = RunReport(mode, list(results), unsafe_fixes=bool(overrides.unsafe_fixes), output=output)
     _render(report, fmt, statistics)
+    if report_path is not None:
+        _write_report(report, report_path)
     return exit_status(report)
+
+
+def _write_report(report: RunReport, path: str) -> None:
+    """`--report FILE`: the Markdown migration report (render/markdown.py)."""
+    from migrator.render.markdown import render_report
+
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(render_report(report.processed))
+    except OSError as exc:
+        raise UsageError(f"cannot write the report to {path}: {exc.strerror or exc}") from exc
 
 
 def exit_status(report: RunReport) -> int:

@@ -2,7 +2,8 @@
 
 Stable keys for scripts: path, status, error, diff (only when the run migrated), and
 findings with path, line, col, end_line, end_col, code, name, message, fixable, fixed,
-and cell (1-based in a notebook, where line counts from the top of the cell; else null).
+and cell (1-based in a notebook, where line counts from the top of the cell; else null);
+and report, the file's section of the Markdown migration report (`--report FILE`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from migrator.findings import FileResult, Finding
 from migrator.render.diff import unified_diff
+from migrator.render.markdown import file_report
 from migrator.render.report import RunReport
 
 
@@ -39,6 +41,7 @@ def file_dict(result: FileResult, report: RunReport) -> dict[str, Any]:
         "error": finding_dict(result.error) if result.error else None,
         "diff": unified_diff(result) if report.mode.fixing else None,
         "findings": [finding_dict(f) for f in sorted(result.findings, key=Finding.sort_key)],
+        "report": file_report(result),
     }
 
 

@@ -156,7 +156,8 @@ def test_json_has_the_documented_keys():
     data = json.loads(json_format.render(RunReport(Mode.DIFF, [migrated(), failed()])))
     assert [f["status"] for f in data] == ["changed", "failed"]
     first = data[0]
-    assert set(first) == {"path", "status", "error", "diff", "findings"}
+    assert set(first) == {"path", "status", "error", "diff", "findings", "report"}
+    assert first["report"].startswith("## `train.py` — migrated")
     assert first["diff"].startswith("--- a/train.py")
     finding = next(f for f in first["findings"] if f["code"] == "AM301")
     assert set(finding) == {"path", "line", "col", "end_line", "end_col", "code", "name", "message", "fixable", "fixed",
