@@ -58,7 +58,7 @@ def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | 
     if not any(word in before for word in _RELEVANT):
         return FileResult(path, FileStatus.UNCHANGED, before, before, encoding=module.encoding)
     try:
-        outcome = engine.migrate_module(module, path, config, registry.select(config))
+        outcome = engine.migrate_module(module, path, config, registry.select(config), source=before)
         after = outcome.module.code
         if after != before:
             engine.verify(after, path)

@@ -82,15 +82,18 @@ def _finding(path: str, analysis: ScriptAnalysis, report: Report, fixed: bool) -
 
 def _run_rules(
     module: cst.Module, rules: Sequence[type[Rule]], config: Config, path: str,
-    unused: list[Finding] | None = None,
+    unused: list[Finding] | None = None, text: str | None = None,
 ) -> tuple[ScriptAnalysis, list[Report]]:
     """Analyse, run the rules, drop suppressed reports. `unused` (when given) is refilled
-    with the AM902 findings of suppressions that silenced nothing in this pass."""
+    with the AM902 findings of suppressions that silenced nothing in this pass. `text` is
+    `module.code` when the caller has it (saves a codegen of the whole module)."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     analysis = analyze(wrapper)
     ctx = RuleContext(config, path)
     _dispatch(module, [rule(analysis, ctx) for rule in rules])
-    lines = module.code.splitlines()
+    check_unused = unused is not None and any(r.code == UNUSED_SUPPRESSION for r in rules)
+    code = text if text is not None else module.code if ctx.reports or check_unused else ""
+    lines = code.splitlines()
     kept, suppressed = [], []
     for r in ctx.reports:
         line = analysis.position(r.node).start.line
@@ -99,7 +102,7 @@ def _run_rules(
         else:
             kept.append(r)
     if unused is not None:
-        unused[:] = _unused_suppressions(path, module.code, suppressed, rules)
+        unused[:] = _unused_suppressions(path, code, suppressed, rules) if check_unused else []
     kept.sort(key=lambda r: (r.code, _start(analysis, r.node)))
     return analysis, kept
 
@@ -179,7 +182,7 @@ def _fix_allowed(report: Report, config: Config) -> bool:
 
 
 def migrate_module(
-    module: cst.Module, path: str, config: Config, rules: Sequence[type[Rule]]
+    module: cst.Module, path: str, config: Config, rules: Sequence[type[Rule]], source: str | None = None
 ) -> EngineOutcome:
     """Run `rules` over `module` to a fixpoint (or once, findings only, when not fixing).
 
@@ -191,7 +194,8 @@ def migrate_module(
     unused: list[Finding] = []  # AM902, for the module returned
     lines = _LineMap(module.code) if config.fix else None
     for _ in range(MAX_PASSES):
-        analysis, reports = _run_rules(module, rules, config, path, unused)
+        analysis, reports = _run_rules(module, rules, config, path, unused, source)
+        source = None  # the module changes from here on
         if lines is None:
             return EngineOutcome(module, tuple(_finding(path, analysis, r, False) for r in reports) + tuple(unused))
         plan = EditPlan(span_of=analysis.position)

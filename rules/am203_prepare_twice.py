@@ -57,7 +57,7 @@ class PrepareTwice(Rule):
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
         facts = {id(c.node): c for c in analysis.facts.calls}
-        calls = sorted(analysis.prepare_calls, key=lambda p: _start(analysis, p.call))
+        calls = list(analysis.prepare_calls)  # in source order, as the analysis found them
         for i, prepare in enumerate(calls):
             seen: set[str] = set()
             for arg in prepare.call.args:
@@ -81,10 +81,10 @@ class PrepareTwice(Rule):
     def _earlier(self, earlier_calls, call: cst.Call, name: str) -> cst.Call | None:
         analysis = self.analysis
         scope = analysis.scope_of(call)
-        here = analysis.position(call).start.line
         for prepare in reversed(earlier_calls):
             if name not in prepare.args:
                 continue
+            here = analysis.position(call).start.line
             other = analysis.scope_of(prepare.call)
             if other is not scope and not (isinstance(other, cst.Module) and not analysis.binds(scope, name)):
                 continue
@@ -112,8 +112,3 @@ class PrepareTwice(Rule):
             if up is loop:
                 return True
         return False
-
-
-def _start(analysis, node: cst.CSTNode) -> tuple[int, int]:
-    start = analysis.position(node).start
-    return (start.line, start.column)

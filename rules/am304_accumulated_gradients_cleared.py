@@ -70,37 +70,38 @@ class AccumulatedGradientsCleared(Rule):
 
     def _check_with(self, node: cst.With) -> None:
         analysis = self.analysis
-        if not any(accelerator_method(i.item, analysis.accelerator_names) == "accumulate" for i in node.items):
-            return
-        body = analysis.position(node.body)
-        inside = [
-            c for c in analysis.facts.calls
-            if isinstance(c.node.func, cst.Attribute) and _within(analysis.position(c.node), body)
-        ]
-        backwards = [analysis.position(c.node).start for c in inside if c.node.func.attr.value == "backward"]
-        first_backward = min(((p.line, p.column) for p in backwards), default=None)
-        for fact in inside:
-            func = fact.node.func
-            if func.attr.value != "zero_grad":
+        calls = [c for c in _calls_in(node.body) if isinstance(c.func, cst.Attribute)]
+        backwards = [i for i, c in enumerate(calls) if c.func.attr.value == "backward"]  # type: ignore[union-attr]
+        first_backward = backwards[0] if backwards else None
+        for i, call in enumerate(calls):
+            func = call.func
+            if func.attr.value != "zero_grad":  # type: ignore[union-attr]
                 continue
-            owner = dotted_name(func.value)
+            owner = dotted_name(func.value)  # type: ignore[union-attr]
             role = analysis.roles.of(owner)
             shown = f"{owner}.zero_grad()"
-            start = analysis.position(fact.node).start
             if role is Role.MODEL or (role is None and (owner or "").endswith(("model", "net"))):
                 why = "clears the gradients on every micro step inside accumulate(): nothing accumulates"
-                self.report(fact.node, call=shown, why=why)
-            elif first_backward is not None and (start.line, start.column) < first_backward:
+                self.report(call, call=shown, why=why)
+            elif first_backward is not None and i < first_backward:
                 why = (
                     "before backward inside accumulate() clears the earlier micro steps' gradients "
                     "on the step that applies them; call it after optimizer.step()"
                 )
-                self.report(fact.node, call=shown, why=why)
+                self.report(call, call=shown, why=why)
 
 
-def _within(inner, outer) -> bool:
-    return (outer.start.line, outer.start.column) <= (inner.start.line, inner.start.column) and (
-        inner.end.line, inner.end.column) <= (outer.end.line, outer.end.column)
+def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    """Calls under `node`, in source order."""
+    calls: list[cst.Call] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            calls.append(call)
+
+    node.visit(_Find())
+    return calls
+
 
 
 def _accumulate_withs(analysis) -> list[cst.With]:

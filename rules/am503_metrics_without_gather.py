@@ -87,19 +87,18 @@ class MetricsWithoutGather(Rule):
             self._check_loop(loop.node, name)
 
     def _check_loop(self, loop: cst.For, loader: str) -> None:
-        analysis = self.analysis
-        body = analysis.position(loop.body)
-        inside = [c.node for c in analysis.facts.calls if _within(analysis.position(c.node), body)]
-        if any(self._is_gather(c) for c in inside):
+        inside = _Inside()
+        loop.body.visit(inside)
+        if any(self._is_gather(c) for c in inside.calls):
             return
         for statement in _statements(loop.body):
             for small in statement.body:
-                target = self._accumulator(small, loop)
+                target = self._accumulator(small, loop, inside.statements)
                 if target is not None and not self._gathered_later(target, loop):
                     shown = f"{target} += ..." if isinstance(small, cst.AugAssign) else f"{target}.{small.value.func.attr.value}(...)"
                     self.report(small, shown=shown, loader=loader)
 
-    def _accumulator(self, small: cst.BaseSmallStatement, loop: cst.For) -> str | None:
+    def _accumulator(self, small: cst.BaseSmallStatement, loop: cst.For, inside: set[int]) -> str | None:
         """The outside name a statement adds this batch's values to, if any."""
         if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
             if isinstance(small.value, (cst.Integer, cst.Float)):
@@ -112,17 +111,11 @@ class MetricsWithoutGather(Rule):
             name = dotted_name(func.value)
         else:
             return None
-        if name is None or self._bound_inside(name, loop):
+        if name is None or name in _loop_targets(loop):
             return None
+        if any(b.name == name and id(b.statement) in inside for b in self.analysis.facts.bindings):
+            return None  # a name made anew in the loop: not a running total
         return name
-
-    def _bound_inside(self, name: str, loop: cst.For) -> bool:
-        analysis = self.analysis
-        body = analysis.position(loop.body)
-        return any(
-            b.name == name and b.statement is not loop and _within(analysis.position(b.statement), body)
-            for b in analysis.facts.bindings
-        ) or name in _loop_targets(loop)
 
     def _gathered_later(self, name: str, loop: cst.For) -> bool:
         """`total = accelerator.reduce(torch.tensor(total))` after the loop."""
@@ -144,6 +137,23 @@ class MetricsWithoutGather(Rule):
         return qualified.rsplit(".", 1)[-1] in {"all_reduce", "all_gather", "gather", "reduce", "gather_object"} and (
             qualified.startswith(("torch.distributed", "accelerate"))
         )
+
+
+class _Inside(cst.CSTVisitor):
+    """The calls and the statements (ids) of a loop body."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[cst.Call] = []
+        self.statements: set[int] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.calls.append(node)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.SimpleStatementLine, cst.For)):
+            self.statements.add(id(node))
+        return super().on_visit(node)
 
 
 def _is_backward(call: cst.Call) -> bool:
@@ -187,8 +197,3 @@ def _mentions(expr: cst.CSTNode, name: str) -> bool:
 
     expr.visit(_Find())
     return found
-
-
-def _within(inner, outer) -> bool:
-    return (outer.start.line, outer.start.column) <= (inner.start.line, inner.start.column) and (
-        inner.end.line, inner.end.column) <= (outer.end.line, outer.end.column)
