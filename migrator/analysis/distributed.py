@@ -354,8 +354,8 @@ class _Builder:
         out = []
         for c in self.facts.calls:
             node, prop = self._plumbing_read(c.node)
-            if node is None or any(p.node is node for p in out):
-                continue
+            if node is None or any(p.node is node for p in out) or self._going(node):
+                continue  # a read inside a rank test or a removed statement goes with it
             out.append(Plumbing(node, prop, self._unused_binding(node)))
         for b in self.facts.bindings:
             value = b.value
