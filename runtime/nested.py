@@ -17,6 +17,10 @@ def map_tensors(fn: Callable[[torch.Tensor], Any], data: Any) -> Any:
     """Rebuild `data` with `fn` applied to each tensor it contains."""
     if isinstance(data, torch.Tensor):
         return fn(data)
+    kind = type(data)
+    if kind is list or kind is tuple:  # the common case first: it runs for every batch
+        mapped = [map_tensors(fn, value) for value in data]
+        return mapped if kind is list else tuple(mapped)
     if isinstance(data, Mapping):
         mapped = {key: map_tensors(fn, value) for key, value in data.items()}
         try:
@@ -35,4 +39,8 @@ def map_tensors(fn: Callable[[torch.Tensor], Any], data: Any) -> Any:
 
 def send_to_device(data: Any, device: torch.device, non_blocking: bool = False) -> Any:
     """Move every tensor in `data` to `device` (a no-op for tensors already there)."""
-    return map_tensors(lambda t: t.to(device, non_blocking=non_blocking), data)
+
+    def move(tensor: torch.Tensor) -> torch.Tensor:
+        return tensor if tensor.device == device else tensor.to(device, non_blocking=non_blocking)
+
+    return map_tensors(move, data)

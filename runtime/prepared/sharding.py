@@ -108,6 +108,11 @@ class ShardedBatchSampler(Sampler[list[int]]):
     def __iter__(self) -> Iterator[list[int]]:
         skip, self.skip_rounds = self.skip_rounds, 0
         self.remainder = 0
+        if self.world == 1:  # nothing to share: the source batches as they are, minus skipped ones
+            for number, batch in enumerate(self.batch_sampler):
+                if number >= skip:
+                    yield batch
+            return
         for number, (chunks, padded_from) in enumerate(self._rounds()):
             if number < skip:
                 continue
