@@ -46,7 +46,7 @@ class PrepareUnpacking(Rule):
 
     code = "AM202"
     name = "prepare-unpacking"
-    message = "`{targets}` {problem}"
+    message = "`{targets}` does not match the arguments of prepare(): {problem}"
     fix_title = "Unpack prepare() in the order of its arguments"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -99,12 +99,12 @@ class PrepareUnpacking(Rule):
             return
         if sorted(names) == sorted(args):  # type: ignore[type-var]
             values = [e.with_changes(value=cst.parse_expression(args[i])) for i, e in enumerate(elements)]
-            problem = "unpacks prepare() in another order than its arguments: each name gets another object"
+            problem = "another order, so each name gets another object"
             self.report(statement, edits=[replace(target, target.with_changes(elements=values))], targets=shown, problem=problem)
             return
         for i, name in enumerate(names):
             if name in args and args.index(name) != i:
-                problem = f"binds `{name}` to the prepared `{args[i]}`: prepare() returns its arguments in order"
+                problem = f"`{name}` gets the prepared `{args[i]}` (prepare() returns them in order)"
                 self.report(statement, targets=shown, problem=problem)
                 return
 
@@ -112,10 +112,10 @@ class PrepareUnpacking(Rule):
         if count == 1 and len(target.elements) == 1 and isinstance(target, cst.Tuple):
             element = target.elements[0].value
             new = element.with_changes(lpar=[], rpar=[])
-            problem = "unpacks the prepared object itself: prepare() of one object returns it, not a tuple"
+            problem = "prepare() of one object returns the object itself, not a tuple"
             self.report(statement, edits=[replace(target, new)], targets=shown, problem=problem)
             return
         if count == len(target.elements):
             return  # `[model] = accelerator.prepare(model)`: a list target, fails loudly anyway
-        problem = f"unpacks {len(target.elements)} names from prepare() of {count} objects"
+        problem = f"{len(target.elements)} names for {count} objects"
         self.report(statement, targets=shown, problem=problem)

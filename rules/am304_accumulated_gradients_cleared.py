@@ -49,7 +49,7 @@ class AccumulatedGradientsCleared(Rule):
 
     code = "AM304"
     name = "accumulated-gradients-cleared"
-    message = "`{call}` {why}"
+    message = "`{call}` inside accumulate() clears the accumulated gradients: {why}"
     examples = (
         Example(
             before=(
@@ -81,13 +81,10 @@ class AccumulatedGradientsCleared(Rule):
             role = analysis.roles.of(owner)
             shown = f"{owner}.zero_grad()"
             if role is Role.MODEL or (role is None and (owner or "").endswith(("model", "net"))):
-                why = "clears the gradients on every micro step inside accumulate(): nothing accumulates"
+                why = "a model's zero_grad() runs on every micro step, so nothing accumulates"
                 self.report(call, call=shown, why=why)
             elif first_backward is not None and i < first_backward:
-                why = (
-                    "before backward inside accumulate() clears the earlier micro steps' gradients "
-                    "on the step that applies them; call it after optimizer.step()"
-                )
+                why = "before backward it drops the earlier micro steps on the step that applies them; call it after step()"
                 self.report(call, call=shown, why=why)
 
 

@@ -48,7 +48,7 @@ class SplitAccumulate(Rule):
 
     code = "AM305"
     name = "split-accumulate"
-    message = "`{shown}` {why}"
+    message = "`{shown}`: one step must enter one accumulate(); {why}"
     fix_title = "Use one `accelerator.accumulate(a, b)`"
     fix = FixAvailability.SOMETIMES
     safety = Safety.UNSAFE
@@ -73,13 +73,13 @@ class SplitAccumulate(Rule):
         joined = [i for i in node.items if isinstance(i.item, cst.BooleanOperation) and len(_operands(i.item, names)) > 1]
         for item in joined:
             calls = _operands(item.item, names)
-            why = "enters only one of them: a boolean expression evaluates to a single context manager"
+            why = "`and`/`or` enters only one of them"
             whole = _leaves(item.item) == len(calls)  # nothing but accumulate() calls joined
             self._report(item.item, calls, item.item, why, fixable=whole)
         separate = [i for i in node.items if accelerator_method(i.item, names) == "accumulate"]
         if len(separate) > 1:
             calls = [i.item for i in separate]
-            why = f"counts {len(calls)} micro steps per batch: the optimizer steps {len(calls)}× too often"
+            why = f"each call counts a micro step, so the optimizer steps {len(calls)}× too often"
             self._report(node, calls, None, why)
 
     def _report(
