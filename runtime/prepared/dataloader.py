@@ -45,12 +45,10 @@ class PreparedDataLoader(DataLoader):
         self._shard: ShardedBatchSampler | IterableShard | None = None
         dataset, batching = self._shard_loader(loader, info, split_batches, even_batches)
         super().__init__(dataset, **batching, **_worker_settings(loader))
-        self._epoch = 0
-        self._position = 0
-        self._epoch_open = False
+        # Per-batch bookkeeping lives in a slotted object: DataLoader.__setattr__ is slow.
+        self._pass = _Pass()
         self._resume: dict[str, Any] | None = None
         self._resume_pending = False
-        self.at_last_batch = False
 
     def _shard_loader(
         self, loader: DataLoader, info: ProcessInfo, split: bool, even: bool
@@ -120,9 +118,14 @@ class PreparedDataLoader(DataLoader):
             return self._shard.per_process_batch_size * self._world
         return None if self.batch_size is None else self.batch_size * self._world
 
+    @property
+    def at_last_batch(self) -> bool:
+        """True while the batch just yielded is this pass's last one."""
+        return self._pass.at_last_batch
+
     def set_epoch(self, epoch: int) -> None:
         """Accepted for compatibility: shuffling already changes every epoch without it."""
-        self._epoch = epoch
+        self._pass.epoch = epoch
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         skip = self._begin_epoch()
@@ -134,28 +137,29 @@ class PreparedDataLoader(DataLoader):
                 for _ in range(skip):  # no batch sampler to skip with: load and drop
                     next(batches, None)
             yield from self._with_last_flag(batches)
-            self._epoch += 1
-            self._position = 0
-            self._epoch_open = False
+            self._pass.epoch += 1
+            self._pass.position = 0
+            self._pass.open = False
         finally:
-            self.at_last_batch = False
+            self._pass.at_last_batch = False
             self._sync.loader_finished(self)
 
     def _begin_epoch(self) -> int:
         """Choose this epoch's number, shuffle seed and batches to skip; returns the skip."""
         resume, self._resume = self._resume, None
         self._resume_pending = resume is not None
+        progress = self._pass
         if resume is not None:
-            self._epoch, self._position = resume["epoch"], resume["position"]
-        elif self._epoch_open:  # the previous pass was abandoned (break): this is a new epoch
-            self._epoch, self._position = self._epoch + 1, 0
-        self._epoch_open = True
+            progress.epoch, progress.position = resume["epoch"], resume["position"]
+        elif progress.open:  # the previous pass was abandoned (break): this is a new epoch
+            progress.epoch, progress.position = progress.epoch + 1, 0
+        progress.open = True
         if self._sampler is not None:
             if resume is not None and resume.get("seed") is not None:
                 self._sampler.next_seed = resume["seed"]
         if isinstance(self._shard, ShardedBatchSampler):
-            self._shard.skip_rounds = self._position
-        return self._position
+            self._shard.skip_rounds = progress.position
+        return progress.position
 
     def _inner_iterator(self, protect_rng: bool) -> Iterator[Any]:
         if not protect_rng:
@@ -172,20 +176,22 @@ class PreparedDataLoader(DataLoader):
 
     def _with_last_flag(self, batches: Iterator[Any]) -> Iterator[Any]:
         # Look one batch ahead, so the last batch is known while the user holds it.
+        progress, device, non_blocking = self._pass, self._device, self.pin_memory
         current = next(batches, _END)
         while current is not _END:
             following = next(batches, _END)
-            self.at_last_batch = following is _END
-            self._position += 1
-            yield current if self._device is None else send_to_device(current, self._device, self.pin_memory)
+            progress.at_last_batch = following is _END
+            progress.position += 1
+            yield current if device is None else send_to_device(current, device, non_blocking)
             current = following
 
     def state_dict(self) -> dict[str, Any]:
         """Epoch, batches already consumed in it, and its shuffle seed."""
-        if not self._epoch_open:
-            return {"epoch": self._epoch, "position": 0, "seed": None}
+        progress = self._pass
+        if not progress.open:
+            return {"epoch": progress.epoch, "position": 0, "seed": None}
         seed = self._sampler.last_seed if self._sampler is not None else None
-        return {"epoch": self._epoch, "position": self._position, "seed": seed}
+        return {"epoch": progress.epoch, "position": progress.position, "seed": seed}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Make the next iteration continue the saved epoch after its consumed batches."""
@@ -193,6 +199,18 @@ class PreparedDataLoader(DataLoader):
 
 
 _END = object()
+
+
+class _Pass:
+    """Where the loader is: epoch number, batches yielded in it, and whether it is under way."""
+
+    __slots__ = ("epoch", "position", "open", "at_last_batch")
+
+    def __init__(self) -> None:
+        self.epoch = 0
+        self.position = 0
+        self.open = False
+        self.at_last_batch = False
 
 
 class _FirstItem:
