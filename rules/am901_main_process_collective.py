@@ -7,6 +7,10 @@ import libcst as cst
 from migrator.analysis import Audience, RankBranch
 from migrator.rule import Example, Rule
 
+# Accelerator methods that wait for the other processes, with Hugging Face Accelerate, only
+# when the model is sharded (DeepSpeed, FSDP); the bundled runtime's always wait.
+_SHARDED_ONLY = {"save_state", "load_state", "save_model", "get_state_dict"}
+
 
 class MainProcessCollective(Rule):
     """## What it does
@@ -28,6 +32,9 @@ class MainProcessCollective(Rule):
     for peers that never arrive (they took the other branch), so on N processes the run
     hangs until the NCCL/gloo timeout — usually 30 minutes later, with no error pointing at
     the line. On one process nothing is wrong, which is why this survives testing.
+    With Hugging Face Accelerate (`--target accelerate`), `save_state`, `load_state`,
+    `save_model` and `get_state_dict` wait for the others only when the model is sharded
+    (DeepSpeed, FSDP); the message says so. The bundled runtime's always wait.
 
     ## Example
     ```python
@@ -62,7 +69,7 @@ class MainProcessCollective(Rule):
 
     code = "AM901"
     name = "main-process-collective"
-    message = "`{call}` waits for every process but runs only on {who} ({where}): the run hangs"
+    message = "`{call}` waits for every process but runs only on {who} ({where}): {outcome}"
     examples = (
         Example(
             before=(
@@ -101,7 +108,15 @@ class MainProcessCollective(Rule):
         for call, shown, branch in found:
             if self._key(call, shown, branch) in paired:
                 continue
-            self.report(call, call=shown, who=branch.audience.value, where=branch.describe())
+            self.report(call, call=shown, who=branch.audience.value, where=branch.describe(), outcome=self._outcome(shown))
+
+    def _outcome(self, shown: str) -> str:
+        """Accelerate's checkpoint methods synchronise only under DeepSpeed/FSDP; the
+        bundled runtime's always do."""
+        method = shown.rsplit(".", 1)[-1].rstrip("()")
+        if self.ctx.target.value == "accelerate" and method in _SHARDED_ONLY:
+            return "under DeepSpeed or FSDP the run hangs"
+        return "the run hangs"
 
     def _paired(self, found: list[tuple[cst.Call, str, RankBranch]]) -> set[tuple[int, str, str]]:
         """(scope, collective, test) run as often where the test holds as where it does
