@@ -19,6 +19,8 @@ from typing import Iterator, Sequence
 
 import psutil
 
+from runtime import process
+
 REPO = Path(__file__).resolve().parents[3]
 SCRIPTS = REPO / "tests" / "runtime" / "scripts"
 _TAG = "ACCEL_TEST_RUN_TAG"  # test-only marker variable, not part of the runtime's contract
@@ -95,9 +97,8 @@ def surviving(proc: subprocess.Popen) -> list[str]:
 
 
 def child_env(tag: str, extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ACCEL_", "TORCHELASTIC_"))}
-    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(key, None)
+    contract = {value for name, value in vars(process).items() if name.startswith("ENV_")}
+    env = {k: v for k, v in os.environ.items() if k not in contract}  # no stray launch settings
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     env["PYTHONWARNINGS"] = "ignore"  # keep outputs readable (torch warns when NumPy is absent)
     env["OMP_NUM_THREADS"] = "1"  # two cores shared by the whole suite
