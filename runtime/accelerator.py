@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import os
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from torch import nn
@@ -251,6 +252,14 @@ class Accelerator:
         """Yield this process's contiguous share of a list, tuple, dict of lists, or tensor."""
         yield collectives.split_between_processes(inputs, self.process_index, self.num_processes, apply_padding)
 
+    def on_main_process(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: run `function` on the main process only (elsewhere it returns None)."""
+        return _only_if(lambda: self.is_main_process, function)
+
+    def on_local_main_process(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: run `function` on each machine's local main process only."""
+        return _only_if(lambda: self.is_local_main_process, function)
+
     def print(self, *args: Any, **kwargs: Any) -> None:
         """print() once per machine (the local main process), as Accelerate does."""
         if self.is_local_main_process:
@@ -314,6 +323,14 @@ class Accelerator:
             f"Accelerator(process {info.rank}/{info.world_size}, device={info.device}, "
             f"mixed_precision={self.mixed_precision!r}, distributed_type={self.distributed_type.value})"
         )
+
+
+def _only_if(condition: Callable[[], bool], function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs) if condition() else None
+
+    return guarded
 
 
 def _kind_of(obj: Any) -> str:

@@ -98,6 +98,8 @@ def test_collectives_are_identities_in_one_process(capsys):
         assert share == [1, 2, 3]
     acc.print("hello")
     assert capsys.readouterr().out == "hello\n"
+    assert acc.on_main_process(lambda: "ran")() == "ran"
+    assert acc.on_local_main_process(lambda: "ran")() == "ran"
 
 
 def test_unwrap_save_and_load_state_round_trip(tmp_path):

@@ -82,7 +82,7 @@ def check_split_and_iterable(acc):
     assert from_stream == list(range(SIZE)), f"IterableDataset shards must gather back to the stream: {from_stream}"
 
 
-def check_collectives(acc):
+def check_collectives(acc, out):
     rank = acc.process_index
     value = torch.tensor([float(rank + 1)], device=acc.device)
     assert acc.reduce(value, "sum").item() == 3.0, "reduce(sum) of 1 and 2 must be 3"
@@ -95,10 +95,13 @@ def check_collectives(acc):
     assert nested["b"][0].tolist() == [10.0, 20.0], f"gather of nested structures: {nested}"
     with acc.split_between_processes(list(range(5))) as share:
         assert share == ([0, 1, 2] if rank == 0 else [3, 4]), f"split_between_processes: {share}"
-    order = []
+    marker = os.path.join(out, "written_by_main_first")
     with acc.main_process_first():
-        order.append(rank)
-    acc.wait_for_everyone()
+        if acc.is_main_process:
+            open(marker, "w").close()
+        else:
+            assert os.path.exists(marker), "main_process_first: the main process must run the block first"
+    assert acc.on_main_process(lambda: "ran")() == ("ran" if rank == 0 else None), "on_main_process"
 
 
 def main():
@@ -106,6 +109,7 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--expect-precision", default="no")
     args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
     acc = Accelerator()
     assert acc.num_processes == 2, f"expected 2 processes, got {acc.num_processes}"
     assert acc.distributed_type.value == "MULTI_CPU", f"distributed_type: {acc.distributed_type}"
@@ -120,9 +124,8 @@ def main():
     assert first != other, "another seed must give other shards"
     check_uneven(acc)
     check_split_and_iterable(acc)
-    check_collectives(acc)
+    check_collectives(acc, args.out)
     if acc.is_main_process:
-        os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "shards.json"), "w") as f:
             json.dump({"epoch0_by_rank": shards, "rank0_epochs": first}, f)
     acc.end_training()
