@@ -35,7 +35,7 @@ class CudaSetDevice(Rule):
 
     code = "AM103"
     name = "cuda-set-device"
-    message = "`torch.cuda.set_device` picks the GPU by hand; the Accelerator sets this process's device"
+    message = "`torch.cuda.set_device` picks the GPU by hand; the Accelerator sets this process's device{note}"
     fix_title = "Remove `torch.cuda.set_device(...)`"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -60,4 +60,5 @@ class CudaSetDevice(Rule):
         facts = analysis.patterns.distribution
         for call in facts.set_devices:
             fix = facts.removal(analysis.parent(call))  # type: ignore[arg-type]
-            self.report(call, edits=fix)
+            note = "" if fix is not None else " (left as written: its result is used; remove the call by hand)"
+            self.report(call, edits=fix, note=note)

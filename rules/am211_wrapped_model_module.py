@@ -38,7 +38,7 @@ class WrappedModelModule(Rule):
 
     code = "AM211"
     name = "wrapped-model-module"
-    message = "`{name}.module` exists only while the model is wrapped; use `accelerator.unwrap_model({name})`"
+    message = "`{name}.module` exists only while the model is wrapped; use `accelerator.unwrap_model({name})`{note}"
     fix_title = "Use `accelerator.unwrap_model(model)`"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -69,7 +69,8 @@ class WrappedModelModule(Rule):
                 isinstance(up, (cst.AugAssign, cst.AnnAssign)) and up.target is access
             )
             if accelerator is None or stored:
-                self.report(access, name=name)
+                why = "it is assigned to" if stored else "the Accelerator cannot be reached from here"
+                self.report(access, name=name, note=f" (left as written: {why})")
                 continue
             new = cst.parse_expression(f"{accelerator}.unwrap_model({name})")
-            self.report(access, edits=[replace(access, new.with_changes(lpar=access.lpar, rpar=access.rpar))], name=name)
+            self.report(access, edits=[replace(access, new.with_changes(lpar=access.lpar, rpar=access.rpar))], name=name, note="")

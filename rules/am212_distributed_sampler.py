@@ -46,7 +46,7 @@ class DistributedSampler(Rule):
 
     code = "AM212"
     name = "distributed-sampler"
-    message = "`{name}` shards the data by hand; accelerator.prepare() shards the DataLoader"
+    message = "`{name}` shards the data by hand; accelerator.prepare() shards the DataLoader{note}"
     fix_title = "Remove the DistributedSampler; the prepared DataLoader shards and shuffles"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -82,11 +82,13 @@ class DistributedSampler(Rule):
         for sampler in facts.samplers:
             if sampler.replacement is not None:
                 edits = [replace(sampler.binding.value, sampler.replacement)]  # type: ignore[arg-type]
-                self.report(sampler.statement, edits=edits, remove_imports=facts.import_cleanup, name=sampler.name)
+                self.report(sampler.statement, edits=edits, remove_imports=facts.import_cleanup, name=sampler.name, note="")
             elif sampler.blockers:
-                self.report(sampler.statement, name=sampler.name)
+                use = cst.Module([]).code_for_node(analysis.statement_of(sampler.blockers[0]) or sampler.blockers[0]).strip()
+                note = f" (left as written: it is also used in `{use[:60]}`; drop that use, then the sampler)"
+                self.report(sampler.statement, name=sampler.name, note=note)
             else:
-                self.report(sampler.statement, edits=facts.removal(sampler.statement), name=sampler.name)
+                self.report(sampler.statement, edits=facts.removal(sampler.statement), name=sampler.name, note="")
         for arg in facts.inline_samplers:
             edits = [sampler_arg_edit(arg)]
-            self.report(arg.arg, edits=edits, remove_imports=facts.import_cleanup, name="DistributedSampler(...)")
+            self.report(arg.arg, edits=edits, remove_imports=facts.import_cleanup, name="DistributedSampler(...)", note="")

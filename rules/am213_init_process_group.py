@@ -43,7 +43,7 @@ class InitProcessGroup(Rule):
 
     code = "AM213"
     name = "init-process-group"
-    message = "`{call}` manages the process group by hand; the Accelerator joins and leaves it"
+    message = "`{call}` manages the process group by hand; the Accelerator joins and leaves it{note}"
     fix_title = "Remove init_process_group; use accelerator.end_training() to leave"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -72,16 +72,17 @@ class InitProcessGroup(Rule):
         facts = analysis.patterns.distribution
         for call in facts.inits:
             fix = facts.removal(analysis.parent(call))  # type: ignore[arg-type]
-            self.report(call, edits=fix, call="init_process_group()")
+            note = "" if fix is not None else " (left as written: its result is used; remove the call by hand)"
+            self.report(call, edits=fix, call="init_process_group()", note=note)
         for call in facts.destroys:
             small = analysis.parent(call)
             shown = "destroy_process_group()"
             if not isinstance(small, cst.Expr):
-                self.report(call, call=shown)
+                self.report(call, call=shown, note=" (left as written: its result is used; call accelerator.end_training() instead)")
                 continue
             accelerator = analysis.accelerator_at(call)
             if accelerator is None:
                 edits = [remove(line_of_small(small, analysis.parent))]
             else:
                 edits = [replace(call, attr_call(accelerator, "end_training"))]
-            self.report(call, edits=edits, remove_imports=facts.import_cleanup, call=shown)
+            self.report(call, edits=edits, remove_imports=facts.import_cleanup, call=shown, note="")

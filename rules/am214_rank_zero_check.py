@@ -8,6 +8,9 @@ from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
 
+UNREACHABLE = " (left as written: the Accelerator cannot be reached from here; pass it in or create it earlier)"
+
+
 class RankZeroCheck(Rule):
     """## What it does
     Rewrites tests for the main process written by hand to the Accelerator's:
@@ -44,7 +47,7 @@ class RankZeroCheck(Rule):
 
     code = "AM214"
     name = "rank-zero-check"
-    message = "`{test}` tests the rank by hand; use `accelerator.is_main_process`"
+    message = "`{test}` tests the rank by hand; use `accelerator.is_main_process`{note}"
     fix_title = "Use `accelerator.is_main_process`"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -69,9 +72,9 @@ class RankZeroCheck(Rule):
             shown = cst.Module([]).code_for_node(test.node).strip()
             accelerator = analysis.accelerator_at(test.node)
             if accelerator is None:
-                self.report(test.node, test=shown)
+                self.report(test.node, test=shown, note=UNREACHABLE)
                 continue
             flag = f"{accelerator}.is_main_process"
             new = cst.parse_expression(flag if test.main else f"not {flag}")
             new = new.with_changes(lpar=test.node.lpar, rpar=test.node.rpar)
-            self.report(test.node, edits=[replace(test.node, new)], test=shown)
+            self.report(test.node, edits=[replace(test.node, new)], test=shown, note="")

@@ -34,7 +34,7 @@ class DistBarrier(Rule):
 
     code = "AM215"
     name = "dist-barrier"
-    message = "`{call}` needs a process group; use `accelerator.wait_for_everyone()`"
+    message = "`{call}` needs a process group; use `accelerator.wait_for_everyone()`{note}"
     fix_title = "Use `accelerator.wait_for_everyone()`"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -57,7 +57,8 @@ class DistBarrier(Rule):
             shown = cst.Module([]).code_for_node(call).strip()
             accelerator = analysis.accelerator_at(call)
             if accelerator is None or call.args:
-                self.report(call, call=shown)
+                why = "it takes a process group or device ids" if call.args else "the Accelerator cannot be reached from here"
+                self.report(call, call=shown, note=f" (left as written: {why})")
                 continue
             new = attr_call(accelerator, "wait_for_everyone")
-            self.report(call, edits=[replace(call, new)], remove_imports=facts.import_cleanup, call=shown)
+            self.report(call, edits=[replace(call, new)], remove_imports=facts.import_cleanup, call=shown, note="")

@@ -64,7 +64,7 @@ class DistAllReduce(Rule):
             accelerator = analysis.accelerator_at(reduce.call)
             if reduce.reason is not None or accelerator is None or reduce.statement is None or reduce.tensor is None:
                 why = reduce.reason or "the Accelerator cannot be reached here"
-                self.report(reduce.call, reason=f" (not rewritten: {why})")
+                self.report(reduce.call, reason=f" (left as written: {why})")
                 continue
             tensor = cst.Module([]).code_for_node(reduce.tensor).strip()
             extra = ', reduction="mean"' if reduction_is_mean(reduce.reduction) else ""

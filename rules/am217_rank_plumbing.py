@@ -79,6 +79,7 @@ class RankPlumbing(Rule):
                 continue
             accelerator = analysis.accelerator_at(read.node)
             if accelerator is None:
+                fields["advice"] += " (left as written: the Accelerator cannot be reached from here)"
                 self.report(read.node, **fields)
                 continue
             new = cst.parse_expression(f"{accelerator}.{read.prop}")

@@ -53,7 +53,7 @@ class TorchSaveCheckpoint(Rule):
 
     code = "AM510"
     name = "torch-save-checkpoint"
-    message = "`torch.save` writes from every process{wrapped}; save once with accelerator.save after wait_for_everyone()"
+    message = "`torch.save` writes from every process{wrapped}; save once with accelerator.save after wait_for_everyone(){note}"
     fix_title = "Use accelerator.save, unwrap the model, wait for everyone first"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -81,7 +81,7 @@ class TorchSaveCheckpoint(Rule):
         for save in saves(analysis):
             accelerator = analysis.accelerator_at(save.call)
             if accelerator is None:
-                self.report(save.call, wrapped=_wrapped(save))
+                self.report(save.call, wrapped=_wrapped(save), note=" (left as written: the Accelerator cannot be reached from here)")
             else:
                 found.append((save, accelerator))
         anchors = {id(s.anchor) for s, _ in found if s.anchor is not None}
@@ -97,7 +97,7 @@ class TorchSaveCheckpoint(Rule):
                 edits.append(insert_before(anchor, cst.parse_statement(f"{accelerator}.wait_for_everyone()\n")))
             fix = Fix(tuple(edits))
             for save, _ in group:
-                self.report(save.call, edits=fix, wrapped=_wrapped(save))
+                self.report(save.call, edits=fix, wrapped=_wrapped(save), note="")
 
     def _edits(self, save: Save, accelerator: str) -> list[Edit]:
         """Small edits, so that the rewrites of other rules around them still apply in
