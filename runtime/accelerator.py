@@ -134,6 +134,8 @@ class Accelerator:
         return prepared[0] if len(prepared) == 1 else tuple(prepared)
 
     def _prepare_model(self, model: nn.Module, place: bool) -> nn.Module:
+        if any(model is known for known in self._objects.models):
+            return model
         wrapped = prepare_model(model, self._strategy, self._precision, self.device if place else None)
         self._objects.models.append(wrapped)
         return wrapped
@@ -190,16 +192,26 @@ class Accelerator:
         only reports the norm and clips nothing; clip when `sync_gradients` is True.
         """
         parameters = list(parameters)
-        if self._precision.scaler is not None and not self._sync.sync_gradients:
+        if self._scaled_micro_step():
             norms = [torch.linalg.vector_norm(p.grad, norm_type) for p in parameters if p.grad is not None]
+            if not norms:
+                return torch.zeros((), device=self.device)
             return torch.linalg.vector_norm(torch.stack(norms), norm_type) / self._precision.loss_scale
         self._precision.unscale_all(o.optimizer for o in self._objects.optimizers)
         return torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
 
     def clip_grad_value_(self, parameters: Iterable[torch.Tensor], clip_value: float) -> None:
-        """Clip each gradient element to [-clip_value, clip_value], after unscaling fp16 gradients."""
+        """Clip each gradient element to [-clip_value, clip_value], after unscaling fp16 gradients.
+
+        Like clip_grad_norm_, it leaves still-scaled fp16 gradients of a micro step alone.
+        """
+        if self._scaled_micro_step():
+            return
         self._precision.unscale_all(o.optimizer for o in self._objects.optimizers)
         torch.nn.utils.clip_grad_value_(parameters, clip_value)
+
+    def _scaled_micro_step(self) -> bool:
+        return self._precision.scaler is not None and not self._sync.sync_gradients
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Run the enclosed code in the chosen mixed precision (prepared models already do)."""
