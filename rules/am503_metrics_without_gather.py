@@ -15,10 +15,11 @@ class MetricsWithoutGather(Rule):
     """## What it does
     In an evaluation loop (a loop without `backward`) over a prepared dataloader, reports
     the running metrics a process keeps to itself: `correct += (pred == y).sum().item()`,
-    `total += y.size(0)`, `losses.append(loss.item())` into names that live outside the
-    loop, when nothing in the loop calls `accelerator.gather_for_metrics` / `gather` /
-    `reduce` and the total is not gathered or reduced after the loop. Counting batches
-    (`steps += 1`) is not reported.
+    `total += y.size(0)`, `losses.append(loss.item())`, `confusion[pred, y] += 1`,
+    `stats["loss"] += loss.item()` into names that live outside the loop, when nothing in
+    the loop calls `accelerator.gather_for_metrics` / `gather` / `reduce` and the total is
+    not gathered or reduced after the loop. Counting batches (`steps += 1`) is not
+    reported.
 
     ## Why is this bad?
     A prepared dataloader gives each of N processes 1/N of the evaluation set. Without a
@@ -31,7 +32,7 @@ class MetricsWithoutGather(Rule):
     ```python
     for x, y in eval_loader:
         pred = model(x).argmax(dim=1)
-        correct += (pred == y).sum().item()
+        confusion[pred, y] += 1
     ```
 
     Use instead:
@@ -39,12 +40,14 @@ class MetricsWithoutGather(Rule):
     for x, y in eval_loader:
         pred = model(x).argmax(dim=1)
         pred, y = accelerator.gather_for_metrics((pred, y))
-        correct += (pred == y).sum().item()
+        confusion[pred, y] += 1
     ```
 
     ## Known limits
-    Lint only: the migration of unmigrated scripts inserts the gather itself (a separate
-    rule). A loader passed in as a parameter is taken as prepared when the file prepares
+    Lint only. Loops that the migration's metrics analysis recognises are reported, with
+    a fix that inserts the gather, by AM513 (ungathered-metrics) and AM514
+    (ungatherable-metrics) instead; this rule reports the running totals they do not
+    model. A loader passed in as a parameter is taken as prepared when the file prepares
     dataloaders.
 
     ## See also
@@ -64,10 +67,10 @@ class MetricsWithoutGather(Rule):
                 "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
                 "model = torch.nn.Linear(4, 2)\n"
                 "loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4)))\n"
-                "model, loader = accelerator.prepare(model, loader)\ncorrect = 0\n"
-                "for (x,) in loader:\n    correct += (model(x).argmax(1) == 0).sum().item()\n"
+                "model, loader = accelerator.prepare(model, loader)\nconfusion = torch.zeros(2, 2)\n"
+                "for (x,) in loader:\n    pred = model(x).argmax(1)\n    confusion[pred, 0] += 1\n"
             ),
-            at=("10:5",),
+            at=("11:5",),
         ),
     )
 
@@ -77,9 +80,13 @@ class MetricsWithoutGather(Rule):
             return
         prepared = {t for p in analysis.prepare_calls for t in p.targets if t}
         training = {id(loop) for c in analysis.facts.calls if _is_backward(c.node) for loop in c.loops}
+        # loops the migration's metrics analysis recognises are AM513's (with a fix) and AM514's
+        gathers = analysis.patterns.metrics if analysis.patterns is not None else ()
+        covered_loops = {id(g.loop) for g in gathers if g.reason is not None}
+        self._covered = {id(s) for g in gathers if g.reason is None for s in g.statements}
         for loop in analysis.facts.loops:
             name = loop.iter_name
-            if id(loop.node) in training or analysis.roles.of(name) is not Role.DATALOADER:
+            if id(loop.node) in training or id(loop.node) in covered_loops or analysis.roles.of(name) is not Role.DATALOADER:
                 continue
             from_param = isinstance(loop.scope, cst.FunctionDef) and name in analysis.facts.params.get(id(loop.scope), ())
             if name not in prepared and not from_param:
@@ -93,17 +100,26 @@ class MetricsWithoutGather(Rule):
             return
         for statement in _statements(loop.body):
             for small in statement.body:
+                if id(small) in self._covered:
+                    continue
                 target = self._accumulator(small, loop, inside.statements)
                 if target is not None and not self._gathered_later(target, loop):
-                    shown = f"{target} += ..." if isinstance(small, cst.AugAssign) else f"{target}.{small.value.func.attr.value}(...)"
+                    if isinstance(small, cst.AugAssign):
+                        shown = f"{target}[...] += ..." if isinstance(small.target, cst.Subscript) else f"{target} += ..."
+                    else:
+                        shown = f"{target}.{small.value.func.attr.value}(...)"
                     self.report(small, shown=shown, loader=loader)
 
     def _accumulator(self, small: cst.BaseSmallStatement, loop: cst.For, inside: set[int]) -> str | None:
         """The outside name a statement adds this batch's values to, if any."""
         if isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
-            if isinstance(small.value, (cst.Integer, cst.Float)):
+            target = small.target
+            if isinstance(target, cst.Subscript):  # confusion[pred, y] += 1, stats["loss"] += ...
+                name = dotted_name(target.value)
+            elif isinstance(small.value, (cst.Integer, cst.Float)):
                 return None  # counting batches
-            name = dotted_name(small.target)
+            else:
+                name = dotted_name(target)
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             func = small.value.func
             if not (isinstance(func, cst.Attribute) and func.attr.value in {"append", "extend"}):
