@@ -124,8 +124,3 @@ class Rule(cst.BatchableCSTVisitor):
         self.ctx.reports.append(
             Report(self.code, self.name, node, self.message.format(**fields), fix, fix is not None)
         )
-
-    @classmethod
-    def summary(cls) -> str:
-        """The one-line summary used in rule tables: the message without placeholders."""
-        return cls.fix_title or cls.message
