@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.edits import replace
+from migrator.analysis.reach import injected_classes
+from migrator.edits import insert_before, replace
 from migrator.rule import Example, FixAvailability, Rule
 
 
@@ -25,6 +26,16 @@ class AcceleratorOutOfScope(Rule):
     keyword-only parameter keeps every existing positional call working, shows the
     dependency in the signature, and fails loudly (`missing keyword argument
     'accelerator'`) at a caller in another file instead of training on one device.
+
+    ## Classes
+    A class that trains with objects built elsewhere (`Trainer(model, optimizer, loader)`
+    in `main()`, which creates the Accelerator and prepares them where they are created)
+    gets it the same way: `__init__(..., *, accelerator)` stores `self.accelerator =
+    accelerator`, its methods use `self.accelerator`, and every `Trainer(...)` in the file
+    passes `accelerator=accelerator`. This is done only when every instantiation is in the
+    function that creates the Accelerator and no class here derives from it; otherwise
+    the class is reported. A class that builds its own optimizer owns the Accelerator
+    instead (`self.accelerator = Accelerator()` in `__init__`, see AM001).
 
     ## Example
     ```python
@@ -71,6 +82,7 @@ class AcceleratorOutOfScope(Rule):
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
         name = analysis.accelerator
+        self._inject_into_classes(name)
         if analysis.binds(analysis.module, name):
             return
         facts = analysis.facts
@@ -82,6 +94,22 @@ class AcceleratorOutOfScope(Rule):
         }
         for function in needy.values():
             self._report(function, name)
+
+    def _inject_into_classes(self, name: str) -> None:
+        """A class whose methods now use `self.accelerator` gets it through `__init__`."""
+        for injected in injected_classes(self.analysis).values():
+            init = injected.init
+            if any(p.name.value == name for p in init.params.kwonly_params) or not _reads_self(injected.node, name):
+                continue
+            body = init.body.body if isinstance(init.body, cst.IndentedBlock) else ()
+            first = next((s for i, s in enumerate(body) if not (i == 0 and _is_docstring(s))), None)
+            if first is None:
+                self.report(injected.node, function=injected.node.name.value, accelerator=f"self.{name}")
+                continue
+            store = cst.parse_statement(f"self.{name} = {name}\n")
+            edits = [replace(init.params, _with_keyword_param(init.params, name)), insert_before(first, store)]
+            edits += [replace(call, _with_keyword_arg(call, name)) for call in injected.calls]
+            self.report(injected.node, edits=edits, function=injected.node.name.value, accelerator=f"self.{name}")
 
     def _report(self, function: cst.FunctionDef, name: str) -> None:
         analysis = self.analysis
@@ -102,13 +130,38 @@ class AcceleratorOutOfScope(Rule):
             return
         edits = [replace(function.params, _with_keyword_param(function.params, name))]
         for call in calls:
-            arg = cst.Arg(cst.Name(name), keyword=cst.Name(name), equal=cst.AssignEqual(
-                whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
-            args = list(call.node.args)
-            if args:
-                args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            edits.append(replace(call.node, call.node.with_changes(args=[*args, arg])))
+            edits.append(replace(call.node, _with_keyword_arg(call.node, name)))
         self.report(function, edits=edits, **fields)
+
+
+def _with_keyword_arg(call: cst.Call, name: str) -> cst.Call:
+    arg = cst.Arg(cst.Name(name), keyword=cst.Name(name), equal=cst.AssignEqual(
+        whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+    args = list(call.args)
+    if args:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return call.with_changes(args=[*args, arg])
+
+
+def _is_docstring(statement: cst.CSTNode) -> bool:
+    return (
+        isinstance(statement, cst.SimpleStatementLine)
+        and isinstance(statement.body[0], cst.Expr)
+        and isinstance(statement.body[0].value, (cst.SimpleString, cst.ConcatenatedString))
+    )
+
+
+def _reads_self(cls: cst.ClassDef, name: str) -> bool:
+    """Some method reads `self.<name>`."""
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            nonlocal found
+            found = found or (isinstance(node.value, cst.Name) and node.value.value == "self" and node.attr.value == name)
+
+    cls.visit(_Find())
+    return found
 
 
 def _with_keyword_param(params: cst.Parameters, name: str) -> cst.Parameters:

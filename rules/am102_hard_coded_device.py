@@ -72,8 +72,8 @@ class HardCodedDevice(Rule):
             if unused:
                 line = analysis.parent(small)
                 self.report(small, edits=[remove(removal_node(line, small))], name=var.name)
-            elif self._defined_after_accelerator(small):
-                new_value = cst.parse_expression(f"{analysis.accelerator}.device")
+            elif self._defined_after_accelerator(small) and analysis.accelerator_at(small) is not None:
+                new_value = cst.parse_expression(f"{analysis.accelerator_at(small)}.device")
                 self.report(small, edits=[replace(small.value, new_value)], name=var.name)
             else:
                 self.report(small, name=var.name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.branches import is_accelerator_receiver
 from migrator.cst import attr_call, with_clean_commas
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -63,7 +64,7 @@ class TensorBackward(Rule):
             return
         receiver = func.value
         name = dotted_name(receiver)
-        if name in analysis.accelerator_names or (analysis.imports.qualify(receiver) or "").startswith("torch"):
+        if is_accelerator_receiver(name, analysis.accelerator_names) or (analysis.imports.qualify(receiver) or "").startswith("torch"):
             return
         if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value == "scale":
             return  # scaler.scale(loss).backward() belongs to the mixed-precision rules
@@ -73,7 +74,8 @@ class TensorBackward(Rule):
                 arg = arg.with_changes(keyword=cst.Name(_POSITIONAL[i]), equal=cst.AssignEqual(
                     whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
             args.append(arg)
-        new = attr_call(analysis.accelerator, "backward", with_clean_commas(_with_commas(args)))
+        reach = analysis.accelerator_at(node) or analysis.accelerator  # AM002 reports where it is not in scope
+        new = attr_call(reach, "backward", with_clean_commas(_with_commas(args)))
         shown = cst.Module([]).code_for_node(receiver)
         self.report(node, edits=[replace(node, new)], receiver=shown if len(shown) < 40 else "loss")
 

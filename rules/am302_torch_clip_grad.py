@@ -68,7 +68,8 @@ class TorchClipGrad(Rule):
         method = _CLIPS.get(qualified or "")
         if method is None:
             return
-        new_func = cst.parse_expression(f"{analysis.accelerator}.{method}")  # may be `self.accelerator`
+        reach = analysis.accelerator_at(node) or analysis.accelerator  # may be `self.accelerator`
+        new_func = cst.parse_expression(f"{reach}.{method}")
         removals = []
         if isinstance(node.func, cst.Name):
             module, _, name = qualified.rpartition(".")

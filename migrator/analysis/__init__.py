@@ -21,7 +21,7 @@ from migrator.analysis.names import ImportTable, dotted_name
 from migrator.analysis.patterns import Patterns, find_patterns
 from migrator.analysis.plan import LenUse, PreparePlan, len_uses, make_plan
 from migrator.analysis.reach import accelerator_at, accelerator_home
-from migrator.analysis.roles import Role, RoleTable, assign_roles, peel_moves
+from migrator.analysis.roles import Role, RoleTable, assign_roles, module_classes, peel_moves, role_of_value
 
 ACCELERATOR_NAME = "accelerator"
 
@@ -258,7 +258,11 @@ def _prepare_calls(facts: Facts, acc_names, parent) -> tuple[PrepareCall, ...]:
 
 
 def _training_block(facts: Facts, roles: RoleTable, parent) -> Block | None:
+    """Where the first optimizer is constructed (`torch.optim.SGD(...)`), rather than where
+    one is merely stored (`self.optimizer = optimizer` in a Trainer that receives it)."""
     optimizers = [b for b in facts.bindings if roles.of(b.name) is Role.OPTIMIZER]
+    local_models = module_classes(facts)
+    optimizers.sort(key=lambda b: role_of_value(b.element or b.value, facts.imports, local_models) is not Role.OPTIMIZER)
     for b in optimizers:
         block = enclosing_block(b.statement, parent)
         if block is not None:

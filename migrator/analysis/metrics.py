@@ -87,13 +87,20 @@ def _body_lines(block: cst.BaseSuite, direct: bool = True) -> Iterator[tuple[cst
                 orelse = getattr(orelse, "orelse", None)
 
 
-def _is_model_call(value: cst.CSTNode, roles: RoleTable) -> bool:
+def _models(facts: Facts, roles: RoleTable) -> set[str]:
+    """Model names, with the attributes they are stored in (`self.model = model`)."""
+    names = set(roles.names(Role.MODEL))
+    names |= {b.name for b in facts.bindings if isinstance(b.value, cst.Name) and b.value.value in names}
+    return names
+
+
+def _is_model_call(value: cst.CSTNode, models: set[str]) -> bool:
     found = False
 
     class _Find(cst.CSTVisitor):
         def visit_Call(self, node: cst.Call) -> None:
             nonlocal found
-            found = found or roles.of(dotted_name(node.func)) is Role.MODEL
+            found = found or dotted_name(node.func) in models
 
     value.visit(_Find())
     return found
@@ -115,8 +122,9 @@ class _Loop:
                 value = b.element if b.element is not None else b.value
                 self.bound[b.name] = (self.order[id(b.statement)], value, b.statement)  # type: ignore[assignment]
         self.roots: set[str] = set(self.targets)
+        models = _models(facts, roles)
         for name, (_, value, _) in self.bound.items():
-            if value is not None and (_is_model_call(value, roles) or _view_of(value, self.targets)):
+            if value is not None and (_is_model_call(value, models) or _view_of(value, self.targets)):
                 self.roots.add(name)
         self.tensors = set(self.roots)
         changed = True
@@ -207,13 +215,29 @@ def metrics_gathers(facts: Facts, roles: RoleTable, backward_loops: set[int], pr
         name = fact.iter_name
         if id(fact.node) in backward_loops or roles.of(name) is not Role.DATALOADER:
             continue
-        from_param = isinstance(fact.scope, cst.FunctionDef) and name in facts.params.get(id(fact.scope), ())
-        if not (name in prepared or from_param) or _already_gathered(fact.node):
+        if not _sharded(name, fact, facts, prepared) or _already_gathered(fact.node):
             continue
         found = _gather(fact, facts, roles, parent)
         if found is not None and not _aggregated_later(found, fact, facts):
             out.append(found)
     return tuple(out)
+
+
+def _sharded(name: str | None, fact: LoopFact, facts: Facts, prepared: frozenset[str]) -> bool:
+    """The loop iterates a prepared loader: prepared here, a parameter (the caller passes
+    the prepared one), or `self.loader` stored from one (`self.loader = loader`)."""
+    if name is None:
+        return False
+    if name in prepared or (isinstance(fact.scope, cst.FunctionDef) and name in facts.params.get(id(fact.scope), ())):
+        return True
+    if not name.startswith("self."):
+        return False
+    for b in facts.bindings:
+        if b.name == name and isinstance(b.value, cst.Name):
+            source = b.value.value
+            if source in prepared or (isinstance(b.scope, cst.FunctionDef) and source in facts.params.get(id(b.scope), ())):
+                return True
+    return False
 
 
 def _gather(fact: LoopFact, facts: Facts, roles: RoleTable, parent) -> MetricsGather | None:

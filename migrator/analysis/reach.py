@@ -8,6 +8,7 @@ edits the tree.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,8 +32,19 @@ class AcceleratorHome:
     statement: cst.CSTNode | None  # the statement that creates it, None while only planned
 
 
+_HOMES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_INJECTED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def accelerator_home(analysis: "ScriptAnalysis") -> AcceleratorHome | None:
-    """The existing Accelerator's home, else the planned one, else None."""
+    """The existing Accelerator's home, else the planned one, else None (computed once per
+    analysis)."""
+    if analysis not in _HOMES:
+        _HOMES[analysis] = _home(analysis)
+    return _HOMES[analysis]
+
+
+def _home(analysis: "ScriptAnalysis") -> AcceleratorHome | None:
     facts = analysis.facts
     names = analysis.accelerator_names
     if names:
@@ -59,12 +71,18 @@ def accelerator_at(analysis: "ScriptAnalysis", node: cst.CSTNode) -> str | None:
       keyword-only parameter (AM002 threads it through their calls), so its name; methods
       and module-level code cannot see it.
     - `self.accelerator` created in a method: the methods of that class.
+    - A class that trains with objects it receives, built in the function that creates
+      the Accelerator (`Trainer(model, optimizer, loader)` in `main()`): its methods, as
+      `self.accelerator`, which AM002 passes to `__init__` (see `injected_classes`).
     """
     home = accelerator_home(analysis)
     if home is None:
         return None
     scope = analysis.scope_of(node)
     facts = analysis.facts
+    owner = facts.method_of.get(id(scope)) if isinstance(scope, cst.FunctionDef) else None
+    if owner is not None and home.owner_class is None and id(owner) in injected_classes(analysis):
+        return f"self.{home.name}"
     if home.owner_class is not None:
         if isinstance(scope, cst.FunctionDef) and facts.method_of.get(id(scope)) is home.owner_class:
             if scope is home.scope:
@@ -91,3 +109,62 @@ def _nested_in(facts, function: cst.FunctionDef, outer: cst.CSTNode) -> bool:
             return True
         current = facts.scope_of_function.get(id(current))
     return False
+
+
+@dataclass(frozen=True, eq=False)
+class InjectedClass:
+    """A class that receives the Accelerator: `__init__(..., *, accelerator)` stores it as
+    `self.accelerator`, and every `calls` site passes `accelerator=accelerator`."""
+
+    node: cst.ClassDef
+    init: cst.FunctionDef
+    calls: tuple[cst.Call, ...]
+
+
+def injected_classes(analysis: "ScriptAnalysis") -> dict[int, InjectedClass]:
+    """id(ClassDef) → how the Accelerator gets into it. A class qualifies when it trains or
+    evaluates (a backward call or a loop over a dataloader in a method), defines its own
+    `__init__`, has no subclass in this file, and every instantiation in the file is in
+    the function that creates the Accelerator, after it."""
+    if analysis not in _INJECTED:
+        _INJECTED[analysis] = _injected(analysis)
+    return _INJECTED[analysis]
+
+
+def _injected(analysis: "ScriptAnalysis") -> dict[int, InjectedClass]:
+    home = accelerator_home(analysis)
+    if home is None or home.owner_class is not None or not isinstance(home.scope, cst.FunctionDef):
+        return {}
+    facts = analysis.facts
+    out: dict[int, InjectedClass] = {}
+    for name, cls in facts.classes.items():
+        init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+        if init is None or not _trains(analysis, cls) or _subclassed(facts, name):
+            continue
+        calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == name]
+        loads = [l for l in facts.loads if l.name == name]
+        if not calls or len(loads) != len(calls):
+            continue  # the class is passed around as a value: its callers are unknown
+        if all(c.scope is home.scope and analysis.position(c.node).start.line >= home.line for c in calls):
+            out[id(cls)] = InjectedClass(cls, init, tuple(c.node for c in calls))
+    return out
+
+
+def _trains(analysis: "ScriptAnalysis", cls: cst.ClassDef) -> bool:
+    from migrator.analysis.roles import Role
+
+    facts = analysis.facts
+    methods = {id(s) for s in cls.body.body if isinstance(s, cst.FunctionDef)}
+    for c in facts.calls:
+        func = c.node.func
+        if id(c.scope) in methods and isinstance(func, cst.Attribute) and func.attr.value == "backward":
+            return True
+    return any(
+        id(loop.scope) in methods and analysis.roles.of(loop.iter_name) is Role.DATALOADER for loop in facts.loops
+    )
+
+
+def _subclassed(facts, name: str) -> bool:
+    from migrator.analysis.names import dotted_name
+
+    return any(dotted_name(base.value) == name for cls in facts.classes.values() for base in cls.bases)
