@@ -51,7 +51,7 @@ class GradScaler(Rule):
 
     code = "AM402"
     name = "grad-scaler"
-    message = "`{use}` scales the loss by hand; the Accelerator scales under mixed_precision=\"fp16\""
+    message = "`{use}` scales the loss by hand; the Accelerator scales it under mixed precision"
     fix_title = "Let the Accelerator scale the loss"
     fix = FixAvailability.SOMETIMES
     examples = (

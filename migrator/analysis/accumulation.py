@@ -129,6 +129,24 @@ def _step_condition(test: cst.BaseExpression) -> tuple[str, str] | None:
     return _code(counter), _code(left.right)
 
 
+def _continue_guards(loop: cst.For) -> list[tuple[cst.If, str]]:
+    """`if (i + 1) % N != 0: continue` at the top level of the loop body → (the if, N)."""
+    out = []
+    for stmt in loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ():
+        if not (isinstance(stmt, cst.If) and stmt.orelse is None and isinstance(stmt.body, cst.IndentedBlock)):
+            continue
+        body = stmt.body.body
+        if not (len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[0], cst.Continue)):
+            continue
+        test = stmt.test
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.NotEqual):
+            zero = test.with_changes(comparisons=[test.comparisons[0].with_changes(operator=cst.Equal())])
+            found = _step_condition(zero)
+            if found:
+                out.append((stmt, found[1]))
+    return out
+
+
 def _loop_index(loop: cst.For) -> str | None:
     it = loop.iter
     if isinstance(it, cst.Call) and (dotted_name(it.func) or "").endswith("enumerate"):
@@ -209,7 +227,12 @@ def _accumulation(fact: LoopFact, roles: RoleTable, prepared: frozenset[str]) ->
                 step_if = stmt
                 break
     if step_if is None or condition is None:
-        return None
+        guards = _continue_guards(loop)
+        if not guards or not _steps_optimizer(loop.body, roles):
+            return None
+        guard, n = guards[0]
+        reason = f"the optimizer steps after `if ... % {n} != 0: continue` rather than under an `if`"
+        return Accumulation(loop, n, None, tuple(divisions), (), reason, guard)
     n = condition[1]
     models = tuple(m for m in _models_called(loop, roles) if m in prepared)
     reason = None

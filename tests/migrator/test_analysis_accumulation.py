@@ -76,3 +76,16 @@ def test_reasons_when_the_shape_is_different() -> None:
 
 def test_a_divided_loss_stepped_every_batch_is_not_accumulation() -> None:
     assert _accumulations("for x in loader:\n    (model(x).sum() / 2).backward()\n    optimizer.step()\n") == ()
+
+
+def test_a_continue_guard_is_reported() -> None:
+    (acc,) = _accumulations(
+        """
+        for i, x in enumerate(loader):
+            (model(x).sum() / 2).backward()
+            if (i + 1) % 2 != 0:
+                continue
+            optimizer.step()
+        """
+    )
+    assert "continue" in acc.reason and acc.steps == "2"
