@@ -90,7 +90,7 @@ def _run_rules(
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     analysis = analyze(wrapper)
     ctx = RuleContext(config, path)
-    _dispatch(module, [rule(analysis, ctx) for rule in rules])
+    _dispatch(analysis, [rule(analysis, ctx) for rule in rules])
     check_unused = unused is not None and any(r.code == UNUSED_SUPPRESSION for r in rules)
     code = text if text is not None else module.code if ctx.reports or check_unused else ""
     lines = code.splitlines()
@@ -148,17 +148,24 @@ class _Dispatcher(cst.CSTVisitor):
             method(original_node)
 
 
-def _dispatch(module: cst.Module, visitors: Sequence[Rule]) -> None:
-    """Run all rules; skip the traversal when rules only look at the module as a whole."""
-    table: dict[str, list] = {}
+def _dispatch(analysis: ScriptAnalysis, visitors: Sequence[Rule]) -> None:
+    """Run all rules. A rule whose handlers are all `visit_<OneType>` is stateless per
+    node, so it is fed that type's nodes from the analysis index (document order); only
+    rules with leave_ handlers or several node types need a real traversal."""
+    walked: dict[str, list] = {}
     for visitor in visitors:
-        for key, name in _handlers(type(visitor)):
-            table.setdefault(key, []).append(getattr(visitor, name))
-    if set(table) <= {"visit_Module", "leave_Module"}:
-        for method in table.get("visit_Module", []) + table.get("leave_Module", []):
-            method(module)
-        return
-    module.visit(_Dispatcher(table))
+        handlers = _handlers(type(visitor))
+        kinds = {key for key, _ in handlers}
+        if len(kinds) == 1 and next(iter(kinds)).startswith("visit_"):
+            for key, name in handlers:
+                method = getattr(visitor, name)
+                for node in analysis.nodes(key[len("visit_"):]):
+                    method(node)
+            continue
+        for key, name in handlers:
+            walked.setdefault(key, []).append(getattr(visitor, name))
+    if walked:
+        analysis.module.visit(_Dispatcher(walked))
 
 
 def _unused_suppressions(

@@ -14,7 +14,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from migrator.analysis.branches import Audience, ProcessBranches, RankBranch
-from migrator.analysis.collect import Binding, Facts, collect, parent_map
+from migrator.analysis.collect import Binding, Facts, collect, node_tables
 from migrator.analysis.device import DeviceMove, DeviceVariable, device_move, device_variables
 from migrator.analysis.loop import Block, backward_loops, batch_names, enclosing_block, training_functions
 from migrator.analysis.names import ImportTable, dotted_name
@@ -79,8 +79,9 @@ class ScriptAnalysis:
     surviving_device_uses: Mapping[str, int]
     lens: tuple[LenUse, ...]
     branches: ProcessBranches  # who runs what on N processes; which calls are collectives
-    _positions: Mapping[cst.CSTNode, CodeRange]
+    _positions: "_Lazy"  # resolved on first position() call
     _parents: Mapping[cst.CSTNode, cst.CSTNode]
+    _by_type: Mapping[str, list[cst.CSTNode]]
     patterns: Patterns | None = None  # hand-written AMP, accumulation, distribution, metrics
 
     # lookups ---------------------------------------------------------------------
@@ -133,6 +134,10 @@ class ScriptAnalysis:
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._parents.get(node)
 
+    def nodes(self, type_name: str) -> list[cst.CSTNode]:
+        """Every node of one type (e.g. "Call"), in document order, without a walk."""
+        return self._by_type.get(type_name, [])
+
     def statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The smallest statement (a small statement, or a compound one) around `node`."""
         current: cst.CSTNode | None = node
@@ -166,7 +171,7 @@ class ScriptAnalysis:
 def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
     """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy)."""
     module = wrapper.module
-    parents = parent_map(module)
+    parents, by_type = node_tables(module)
     positions = _Lazy(lambda: wrapper.resolve(PositionProvider))
     parent = parents.get
     facts = collect(module)
@@ -212,6 +217,7 @@ def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
         branches=branches,
         _positions=positions,
         _parents=parents,
+        _by_type=by_type,
         patterns=patterns,
     )
 

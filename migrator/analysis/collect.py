@@ -226,18 +226,21 @@ class Collector(cst.CSTVisitor):
         self.facts.loads.append(NameLoad(node.value, node, self._scopes[-1]))
 
 
-class _Parents(cst.CSTVisitor):
-    """child → parent for every node, from the visit stack: what LibCST's
-    ParentNodeProvider computes, without its batched-visitor overhead."""
+class _NodeTables(cst.CSTVisitor):
+    """One plain traversal recording child → parent (what LibCST's ParentNodeProvider
+    computes, without its batched-visitor overhead) and every node by type name, in
+    document order (so rules and analyses can visit one node type without walking)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
+        self.by_type: dict[str, list[cst.CSTNode]] = {}
         self._stack: list[cst.CSTNode] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self._stack:
             self.parents[node] = self._stack[-1]
+        self.by_type.setdefault(type(node).__name__, []).append(node)
         self._stack.append(node)
         return True
 
@@ -245,10 +248,13 @@ class _Parents(cst.CSTVisitor):
         self._stack.pop()
 
 
-def parent_map(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
-    visitor = _Parents()
+def node_tables(
+    module: cst.Module,
+) -> tuple[dict[cst.CSTNode, cst.CSTNode], dict[str, list[cst.CSTNode]]]:
+    """(parents, nodes by type name) for the whole module."""
+    visitor = _NodeTables()
     module.visit(visitor)
-    return visitor.parents
+    return visitor.parents, visitor.by_type
 
 
 def collect(module: cst.Module) -> Facts:
