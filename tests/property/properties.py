@@ -41,14 +41,6 @@ KNOWN_BUGS: dict[str, KnownBug] = {
         r"^finding column out of range: .* in the original text",
         "fixed-finding-columns-from-a-later-pass",
     ),
-    "unbound-self": KnownBug(
-        r"^migrated code reads unbound name 'self'$",
-        "device-rewritten-to-self-accelerator-outside-the-class",
-    ),
-    "unbound-accelerator": KnownBug(
-        r"^migrated code reads unbound name 'accelerator'$",
-        "backward-rewritten-where-accelerator-is-not-visible",
-    ),
 }
 
 

@@ -67,7 +67,8 @@ def main():
         "device-rewritten-to-self-accelerator-outside-the-class",
         "`dev = \"cuda\"` in main() becomes `dev = self.accelerator.device` (NameError: self); "
         "the Accelerator went into Trainer.__init__ because `self.optimizer = optimizer` "
-        "made it the training block, though no loop trains there",
+        "made it the training block, though no loop trains there (the unbound `self` was fixed "
+        "upstream by 85a65fb; the Accelerator still goes into __init__, which no property checks)",
         """\
 import torch
 
@@ -85,13 +86,12 @@ def main():
     model = torch.nn.Linear(2, 1)
     model.to(dev)
 """,
-        bug="unbound-self",
     ),
     Regression(
         "backward-rewritten-where-accelerator-is-not-visible",
         "Trainer.fit's `loss.backward()` becomes `accelerator.backward(...)` though "
-        "`accelerator` lives in main() (NameError at run time); AM002 reports it unfixed, "
-        "but the rewrite should not happen when the name cannot be made visible",
+        "`accelerator` lives in main() (NameError at run time; AM002 reported it unfixed) "
+        "(fixed in bab639c: the Accelerator is passed to Trainer.__init__ as self.accelerator)",
         """\
 import torch
 
@@ -115,6 +115,5 @@ def main():
     trainer = Trainer(model, optimizer, loader)
     trainer.fit()
 """,
-        bug="unbound-accelerator",
     ),
 ]
