@@ -82,6 +82,7 @@ class ScriptAnalysis:
     _positions: "_Lazy"  # resolved on first position() call
     _parents: Mapping[cst.CSTNode, cst.CSTNode]
     _by_type: Mapping[str, list[cst.CSTNode]]
+    _order: Mapping[cst.CSTNode, int]
     patterns: Patterns | None = None  # hand-written AMP, accumulation, distribution, metrics
 
     # lookups ---------------------------------------------------------------------
@@ -134,6 +135,11 @@ class ScriptAnalysis:
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         return self._parents.get(node)
 
+    def order(self, node: cst.CSTNode) -> int:
+        """Document order (pre-order index): for "does this come after that?" questions,
+        without paying for positions."""
+        return self._order[node]
+
     def nodes(self, type_name: str) -> list[cst.CSTNode]:
         """Every node of one type (e.g. "Call"), in document order, without a walk."""
         return self._by_type.get(type_name, [])
@@ -171,10 +177,12 @@ class ScriptAnalysis:
 def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
     """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy)."""
     module = wrapper.module
-    parents, by_type = node_tables(module)
+    tables = node_tables(module)
+    parents, by_type = tables.parents, tables.by_type
     positions = _Lazy(lambda: wrapper.resolve(PositionProvider))
     parent = parents.get
     facts = collect(module)
+    facts.by_type, facts.order = tables.by_type, tables.order
     loops_with_backward = backward_loops(facts)
     roles = assign_roles(facts, loops_with_backward)
     acc_names = _accelerator_names(facts)
@@ -218,6 +226,7 @@ def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
         _positions=positions,
         _parents=parents,
         _by_type=by_type,
+        _order=tables.order,
         patterns=patterns,
     )
 

@@ -67,6 +67,9 @@ class Facts:
     classes: dict[str, cst.ClassDef] = field(default_factory=dict)
     params: dict[int, tuple[str, ...]] = field(default_factory=dict)  # id(FunctionDef) → names
     scope_of_function: dict[int, Scope] = field(default_factory=dict)
+    # filled from node_tables() by analyze(): every node by type name, and document order
+    by_type: dict[str, list[cst.CSTNode]] = field(default_factory=dict)
+    order: dict[cst.CSTNode, int] = field(default_factory=dict)
     method_of: dict[int, cst.ClassDef] = field(default_factory=dict)
 
 
@@ -235,11 +238,13 @@ class _NodeTables(cst.CSTVisitor):
         super().__init__()
         self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
         self.by_type: dict[str, list[cst.CSTNode]] = {}
+        self.order: dict[cst.CSTNode, int] = {}
         self._stack: list[cst.CSTNode] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self._stack:
             self.parents[node] = self._stack[-1]
+        self.order[node] = len(self.order)
         self.by_type.setdefault(type(node).__name__, []).append(node)
         self._stack.append(node)
         return True
@@ -248,13 +253,11 @@ class _NodeTables(cst.CSTVisitor):
         self._stack.pop()
 
 
-def node_tables(
-    module: cst.Module,
-) -> tuple[dict[cst.CSTNode, cst.CSTNode], dict[str, list[cst.CSTNode]]]:
-    """(parents, nodes by type name) for the whole module."""
+def node_tables(module: cst.Module) -> _NodeTables:
+    """Parents, nodes by type name and document order for the whole module."""
     visitor = _NodeTables()
     module.visit(visitor)
-    return visitor.parents, visitor.by_type
+    return visitor
 
 
 def collect(module: cst.Module) -> Facts:

@@ -178,6 +178,7 @@ class _Builder:
         self.companions: dict[int, list[Edit]] = {}
         self.together: list[list[cst.BaseSmallStatement]] = []
         self.vanishing: set[int] = set()  # nodes the migration removes or replaces whole
+        self.loop_targets = {name for loop in facts.loops for name in loop.targets}
 
     # -- loads of dotted names ----------------------------------------------------------------
     def loads_of(self, name: str, scope: cst.CSTNode | None = None) -> list[cst.CSTNode]:
@@ -402,20 +403,28 @@ class _Builder:
         return False
 
     def rank_tests(self) -> list[RankTest]:
+        """Outermost main-process tests, in document order (read from the node index,
+        outer before inner, so a test inside a matched one is skipped)."""
         out: list[RankTest] = []
-        builder = self
-
-        class _Find(cst.CSTVisitor):
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                if isinstance(node, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
-                    main = builder.main_test(node)
-                    if main is not None:
-                        out.append(RankTest(node, main))
-                        return False
-                return True
-
-        self.module.visit(_Find())
+        matched: set[int] = set()
+        kinds = ("Comparison", "BooleanOperation", "UnaryOperation")
+        candidates = [n for kind in kinds for n in self.facts.by_type.get(kind, ())]
+        for node in sorted(candidates, key=self.facts.order.__getitem__):
+            if self._within(node, matched):
+                continue
+            main = self.main_test(node)
+            if main is not None:
+                out.append(RankTest(node, main))
+                matched.add(id(node))
         return out
+
+    def _within(self, node: cst.CSTNode, matched: set[int]) -> bool:
+        current = self.parent(node)
+        while current is not None and not isinstance(current, cst.BaseStatement):
+            if id(current) in matched:
+                return True
+            current = self.parent(current)
+        return False
 
     def main_test(self, node: cst.BaseExpression) -> bool | None:
         """True for a main-process test, False for its negation, None otherwise.
@@ -448,6 +457,8 @@ class _Builder:
                 if isinstance(target.operator, cst.NotEqual):
                     return False
             return None
+        if any(isinstance(side, cst.Name) and side.value in self.loop_targets for side in (left, target.comparator)):
+            return None  # `for rank in range(world_size): if rank == 0:` is not this process's rank
         audience = self.audience(node)
         if audience is None:
             return None

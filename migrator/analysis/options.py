@@ -117,7 +117,7 @@ def available(analysis: "ScriptAnalysis", home: "AcceleratorHome", option: Accel
                 continue
             if b.scope is analysis.module and not isinstance(home.scope, cst.Module):
                 ok = True
-            elif b.scope is home.scope and analysis.position(b.statement).start.line < home.line:
+            elif b.scope is home.scope and analysis.order(b.statement) < home.line:
                 ok = True
         if not ok:
             return False

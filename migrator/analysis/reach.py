@@ -27,7 +27,7 @@ class AcceleratorHome:
     name: str
     scope: cst.CSTNode
     owner_class: cst.ClassDef | None
-    line: int
+    line: int  # document order of the creating statement (analysis.order), not a line number
     call: cst.Call | None  # the existing `Accelerator(...)` call, None while only planned
     statement: cst.CSTNode | None  # the statement that creates it, None while only planned
 
@@ -51,14 +51,14 @@ def _home(analysis: "ScriptAnalysis") -> AcceleratorHome | None:
         binding = next(b for b in facts.bindings if b.name == names[0])
         owner = facts.method_of.get(id(binding.scope)) if names[0].startswith("self.") else None
         call = binding.value if isinstance(binding.value, cst.Call) else None
-        line = analysis.position(binding.statement).start.line
+        line = analysis.order(binding.statement)
         return AcceleratorHome(names[0], binding.scope, owner, line, call, binding.statement)
     setup = analysis.setup
     if setup is None:
         return None
     owner_node = setup.block.owner
     owner = facts.method_of.get(id(owner_node)) if isinstance(owner_node, cst.FunctionDef) else None
-    line = analysis.position(setup.before).start.line
+    line = analysis.order(setup.before)
     return AcceleratorHome(analysis.accelerator, setup.block.scope, owner, line, None, None)
 
 
@@ -86,11 +86,11 @@ def accelerator_at(analysis: "ScriptAnalysis", node: cst.CSTNode) -> str | None:
     if home.owner_class is not None:
         if isinstance(scope, cst.FunctionDef) and facts.method_of.get(id(scope)) is home.owner_class:
             if scope is home.scope:
-                return home.name if analysis.position(node).start.line >= home.line else None
+                return home.name if analysis.order(node) >= home.line else None
             return home.name
         return None
     if scope is home.scope:
-        return home.name if analysis.position(node).start.line >= home.line else None
+        return home.name if analysis.order(node) >= home.line else None
     if not isinstance(scope, cst.FunctionDef):
         return None
     if isinstance(home.scope, cst.Module):
@@ -145,7 +145,7 @@ def _injected(analysis: "ScriptAnalysis") -> dict[int, InjectedClass]:
         loads = [l for l in facts.loads if l.name == name]
         if not calls or len(loads) != len(calls):
             continue  # the class is passed around as a value: its callers are unknown
-        if all(c.scope is home.scope and analysis.position(c.node).start.line >= home.line for c in calls):
+        if all(c.scope is home.scope and analysis.order(c.node) >= home.line for c in calls):
             out[id(cls)] = InjectedClass(cls, init, tuple(c.node for c in calls))
     return out
 
