@@ -127,3 +127,8 @@ def test_spawn_and_other_collectives_are_only_reported() -> None:
     facts = analysis.patterns.distribution
     assert len(facts.spawns) == 1
     assert [_code(analysis, c.func) for c in facts.raw_calls] == ["dist.broadcast"]
+
+
+def test_a_loop_variable_named_rank_is_not_the_process_rank() -> None:
+    analysis = _analyze("for rank in range(4):\n    if rank == 0:\n        pass\nif args.rank == 0:\n    pass\n")
+    assert [_code(analysis, t.node) for t in analysis.patterns.distribution.rank_tests] == ["args.rank == 0"]
