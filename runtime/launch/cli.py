@@ -5,6 +5,7 @@ Everything after the script path belongs to the script and is passed on untouche
 
 from __future__ import annotations
 
+import os
 from typing import List, Optional
 
 import typer
@@ -53,6 +54,8 @@ def launch(
         )
     except LaunchConfigError as error:
         raise typer.BadParameter(str(error)) from None
+    if not os.path.isfile(script):
+        raise typer.BadParameter(f"no such script: {script}", param_hint="SCRIPT")
     raise typer.Exit(run(resolve_defaults(config, cuda_devices=_cuda_devices(config))))
 
 

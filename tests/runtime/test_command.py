@@ -81,8 +81,15 @@ def captured(monkeypatch):
     return seen
 
 
-def test_cli_passes_everything_after_the_script_to_it(captured):
-    argv = ["--nproc-per-node", "2", "--mixed-precision", "BF16", "train.py", "--lr", "0.1", "--nproc-per-node", "9", "--help"]
+@pytest.fixture
+def script(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("")
+    return "train.py"
+
+
+def test_cli_passes_everything_after_the_script_to_it(captured, script):
+    argv = ["--nproc-per-node", "2", "--mixed-precision", "BF16", script, "--lr", "0.1", "--nproc-per-node", "9", "--help"]
     result = CliRunner().invoke(cli.app, argv)
     assert result.exit_code == 0, result.output
     (config,) = captured
@@ -92,15 +99,17 @@ def test_cli_passes_everything_after_the_script_to_it(captured):
     assert config.master_port is not None, "a single node gets a free port"
 
 
-def test_cli_rejects_a_bad_setting_in_one_line(captured):
-    result = CliRunner().invoke(cli.app, ["--nnodes", "2", "--node-rank", "5", "train.py"])
+def test_cli_rejects_a_bad_setting_in_one_line(captured, script):
+    result = CliRunner().invoke(cli.app, ["--nnodes", "2", "--node-rank", "5", script])
     assert result.exit_code == 2 and not captured
     assert "--node-rank must be in 0..1" in result.output
+    result = CliRunner().invoke(cli.app, ["missing.py"])
+    assert result.exit_code == 2 and "no such script: missing.py" in result.output
 
 
-def test_cli_exit_status_is_the_run_status(monkeypatch):
+def test_cli_exit_status_is_the_run_status(monkeypatch, script):
     monkeypatch.setattr(cli, "run", lambda config: 7)
-    assert CliRunner().invoke(cli.app, ["--nproc-per-node", "1", "t.py"]).exit_code == 7
+    assert CliRunner().invoke(cli.app, ["--nproc-per-node", "1", script]).exit_code == 7
 
 
 def test_python_dash_m_runtime_launch_is_the_cli(monkeypatch, capsys):
