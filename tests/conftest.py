@@ -68,17 +68,17 @@ def _children() -> list[psutil.Process]:
 
 
 def _kill_new_children(before: set[int]) -> str:
-    leftovers = []
+    killed, names = [], []
     for child in _children():
         if child.pid in before:
             continue
         try:
             if child.status() == psutil.STATUS_ZOMBIE:
-                os.waitpid(child.pid, os.WNOHANG)  # exited but never waited for: reap it
-                continue
-            leftovers.append(f"{child.pid} ({' '.join(child.cmdline()[:3])})")
+                continue  # exited, not yet waited for by its owner: nothing left running
+            names.append(f"{child.pid} ({' '.join(child.cmdline()[:3])})")
             child.kill()
-        except (psutil.Error, ChildProcessError, OSError):
+            killed.append(child)
+        except psutil.Error:
             continue
-    psutil.wait_procs([p for p in _children() if p.pid not in before], timeout=5)
-    return f"left child processes running: {', '.join(leftovers)}" if leftovers else ""
+    psutil.wait_procs(killed, timeout=5)
+    return f"left child processes running: {', '.join(names)}" if names else ""
