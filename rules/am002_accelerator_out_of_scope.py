@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.analysis.reach import injected_classes
+from migrator.analysis.reach import injected_classes, threadable
 from migrator.edits import insert_before, replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -56,8 +56,9 @@ class AcceleratorOutOfScope(Rule):
     ```
 
     ## Known limits
-    Methods, functions passed around as values, and functions taking `**kwargs` are
-    reported, not changed.
+    Methods, functions passed around as values, functions taking `**kwargs`, and
+    functions also called from module-level code (where no Accelerator exists to pass)
+    are reported, not changed.
     """
 
     code = "AM002"
@@ -117,15 +118,7 @@ class AcceleratorOutOfScope(Rule):
         fname = function.name.value
         fields = {"function": fname, "accelerator": name}
         calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == fname]
-        call_ids = {id(c.node.func) for c in calls}
-        other_uses = [l for l in facts.loads if l.name == fname and id(l.node) not in call_ids]
-        fixable = (
-            id(function) not in facts.method_of
-            and not isinstance(function.params.star_kwarg, cst.Param)
-            and len(facts.functions.get(fname, [])) == 1
-            and not other_uses
-        )
-        if not fixable:
+        if not threadable(analysis, function):
             self.report(function, **fields)
             return
         edits = [replace(function.params, _with_keyword_param(function.params, name))]

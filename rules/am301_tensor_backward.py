@@ -6,6 +6,7 @@ import libcst as cst
 
 from migrator.analysis import dotted_name
 from migrator.analysis.branches import is_accelerator_receiver
+from migrator.analysis.reach import unreachable_note
 from migrator.cst import attr_call, with_clean_commas
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -34,13 +35,18 @@ class TensorBackward(Rule):
     ```python
     accelerator.backward(loss)
     ```
+
+    ## Known limits
+    Where no Accelerator can reach the code (a function also called from module level,
+    a method of a class that does not hold one), the backward is left as it is and
+    reported; AM002 says why.
     """
 
     code = "AM301"
     name = "tensor-backward"
-    message = "`{receiver}.backward()` bypasses the Accelerator"
+    message = "`{receiver}.backward()` bypasses the Accelerator{note}"
     fix_title = "Use `accelerator.backward(loss)`"
-    fix = FixAvailability.ALWAYS
+    fix = FixAvailability.SOMETIMES
     examples = (
         Example(
             before=(
@@ -74,10 +80,14 @@ class TensorBackward(Rule):
                 arg = arg.with_changes(keyword=cst.Name(_POSITIONAL[i]), equal=cst.AssignEqual(
                     whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
             args.append(arg)
-        reach = analysis.accelerator_at(node) or analysis.accelerator  # AM002 reports where it is not in scope
-        new = attr_call(reach, "backward", with_clean_commas(_with_commas(args)))
         shown = cst.Module([]).code_for_node(receiver)
-        self.report(node, edits=[replace(node, new)], receiver=shown if len(shown) < 40 else "loss")
+        fields = {"receiver": shown if len(shown) < 40 else "loss", "note": ""}
+        reach = analysis.accelerator_at(node)
+        if reach is None:  # no Accelerator reaches this code: leave it and say why
+            self.report(node, **{**fields, "note": unreachable_note(analysis, node)})
+            return
+        new = attr_call(reach, "backward", with_clean_commas(_with_commas(args)))
+        self.report(node, edits=[replace(node, new)], **fields)
 
 
 def _with_commas(args: list[cst.Arg]) -> list[cst.Arg]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis.reach import unreachable_note
 from migrator.edits import ImportChange, replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -39,13 +40,18 @@ class TorchClipGrad(Rule):
     ```python
     accelerator.clip_grad_norm_(model.parameters(), 1.0)
     ```
+
+    ## Known limits
+    Where no Accelerator can reach the code (a function also called from module level,
+    a method of a class that does not hold one), the clipping call is left as it is and
+    reported; AM002 says why.
     """
 
     code = "AM302"
     name = "torch-clip-grad"
-    message = "`{func}` clips without the Accelerator"
+    message = "`{func}` clips without the Accelerator{note}"
     fix_title = "Use `accelerator.{method}`"
-    fix = FixAvailability.ALWAYS
+    fix = FixAvailability.SOMETIMES
     examples = (
         Example(
             before=(
@@ -68,7 +74,11 @@ class TorchClipGrad(Rule):
         method = _CLIPS.get(qualified or "")
         if method is None:
             return
-        reach = analysis.accelerator_at(node) or analysis.accelerator  # may be `self.accelerator`
+        reach = analysis.accelerator_at(node)  # `accelerator`, `self.accelerator`, or out of reach
+        if reach is None:
+            note = unreachable_note(analysis, node)
+            self.report(node, func=cst.Module([]).code_for_node(node.func), note=note)
+            return
         new_func = cst.parse_expression(f"{reach}.{method}")
         removals = []
         if isinstance(node.func, cst.Name):
@@ -80,4 +90,5 @@ class TorchClipGrad(Rule):
             edits=[replace(node.func, new_func)],
             remove_imports=removals,
             func=cst.Module([]).code_for_node(node.func),
+            note="",
         )

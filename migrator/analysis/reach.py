@@ -97,9 +97,41 @@ def accelerator_at(analysis: "ScriptAnalysis", node: cst.CSTNode) -> str | None:
         return home.name
     if id(scope) in facts.method_of:
         return None
-    if _nested_in(facts, scope, home.scope) or facts.scope_of_function.get(id(scope)) is analysis.module:
+    if _nested_in(facts, scope, home.scope):
+        return home.name
+    if facts.scope_of_function.get(id(scope)) is analysis.module and threadable(analysis, scope):
         return home.name
     return None
+
+
+def unreachable_note(analysis: "ScriptAnalysis", node: cst.CSTNode) -> str:
+    """Why a finding at `node` was left as written when no Accelerator reaches it."""
+    scope = analysis.scope_of(node)
+    if isinstance(scope, cst.FunctionDef):
+        where = f"`{scope.name.value}`"
+        if id(scope) not in analysis.facts.method_of and not threadable(analysis, scope):
+            why = "it is also called from module level or used as a value, so it cannot be passed in"
+            return f" (left as written: no Accelerator reaches {where}; {why})"
+        return f" (left as written: no Accelerator reaches {where}; pass one in by hand)"
+    return " (left as written: no Accelerator exists at module level here)"
+
+
+def threadable(analysis: "ScriptAnalysis", function: cst.FunctionDef) -> bool:
+    """Can AM002 pass the Accelerator into this module-level function as a keyword-only
+    parameter, updating every call? Not for methods, names defined twice, `**kwargs`,
+    functions used as values, or functions also called from module-level code (which
+    has no Accelerator to pass)."""
+    facts = analysis.facts
+    name = function.name.value
+    calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == name]
+    call_ids = {id(c.node.func) for c in calls}
+    return (
+        id(function) not in facts.method_of
+        and not isinstance(function.params.star_kwarg, cst.Param)
+        and len(facts.functions.get(name, [])) == 1
+        and not any(load.name == name and id(load.node) not in call_ids for load in facts.loads)
+        and not any(isinstance(c.scope, cst.Module) for c in calls)
+    )
 
 
 def _nested_in(facts, function: cst.FunctionDef, outer: cst.CSTNode) -> bool:
