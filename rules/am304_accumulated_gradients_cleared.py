@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import Role, dotted_name
-from migrator.analysis.branches import accelerator_method
+from migrator.analysis.branches import accelerator_method, accumulate_withs
 from migrator.rule import Example, Rule
 
 
@@ -65,7 +65,7 @@ class AccumulatedGradientsCleared(Rule):
     )
 
     def visit_Module(self, module: cst.Module) -> None:
-        for node in _accumulate_withs(self.analysis):
+        for node in accumulate_withs(self.analysis):
             self._check_with(node)
 
     def _check_with(self, node: cst.With) -> None:
@@ -98,20 +98,3 @@ def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
 
     node.visit(_Find())
     return calls
-
-
-
-def _accumulate_withs(analysis) -> list[cst.With]:
-    """`with` statements that enter `accelerator.accumulate(...)`, from the calls."""
-    out: list[cst.With] = []
-    for fact in analysis.facts.calls:
-        if accelerator_method(fact.node, analysis.accelerator_names) != "accumulate":
-            continue
-        current = analysis.parent(fact.node)
-        while isinstance(current, cst.BooleanOperation):
-            current = analysis.parent(current)
-        if isinstance(current, cst.WithItem):
-            with_node = analysis.parent(current)
-            if isinstance(with_node, cst.With) and not any(w is with_node for w in out):
-                out.append(with_node)
-    return out

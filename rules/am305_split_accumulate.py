@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.analysis.branches import accelerator_method
+from migrator.analysis.branches import accelerator_method, accumulate_withs
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule, Safety
 
@@ -65,7 +65,7 @@ class SplitAccumulate(Rule):
     )
 
     def visit_Module(self, module: cst.Module) -> None:
-        for node in _accumulate_withs(self.analysis):
+        for node in accumulate_withs(self.analysis):
             self._check_with(node)
 
     def _check_with(self, node: cst.With) -> None:
@@ -133,19 +133,3 @@ def _merged(calls: list[cst.Call]) -> cst.Call | None:
     args = [a.with_changes(comma=comma) for a in args]
     args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return calls[0].with_changes(args=args)
-
-
-def _accumulate_withs(analysis) -> list[cst.With]:
-    """`with` statements that enter `accelerator.accumulate(...)`, from the calls."""
-    out: list[cst.With] = []
-    for fact in analysis.facts.calls:
-        if accelerator_method(fact.node, analysis.accelerator_names) != "accumulate":
-            continue
-        current = analysis.parent(fact.node)
-        while isinstance(current, cst.BooleanOperation):
-            current = analysis.parent(current)
-        if isinstance(current, cst.WithItem):
-            with_node = analysis.parent(current)
-            if isinstance(with_node, cst.With) and not any(w is with_node for w in out):
-                out.append(with_node)
-    return out

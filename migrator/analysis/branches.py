@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import libcst as cst
 
 from migrator.analysis.collect import Facts
 from migrator.analysis.names import ImportTable, dotted_name
+
+if TYPE_CHECKING:
+    from migrator.analysis import ScriptAnalysis
 
 Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 
@@ -403,3 +406,19 @@ __all__ = [
     "Audience", "Collective", "ProcessBranches", "RankBranch",
     "accelerator_method", "collective_name", "is_accelerator_receiver",
 ]
+
+
+def accumulate_withs(analysis: "ScriptAnalysis") -> list[cst.With]:
+    """`with` statements that enter `accelerator.accumulate(...)`, from the calls."""
+    out: list[cst.With] = []
+    for fact in analysis.facts.calls:
+        if accelerator_method(fact.node, analysis.accelerator_names) != "accumulate":
+            continue
+        current = analysis.parent(fact.node)
+        while isinstance(current, cst.BooleanOperation):
+            current = analysis.parent(current)
+        if isinstance(current, cst.WithItem):
+            with_node = analysis.parent(current)
+            if isinstance(with_node, cst.With) and not any(w is with_node for w in out):
+                out.append(with_node)
+    return out
