@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> None:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as stop:
         if stop.code in (None, 0):
+            _leave_process_group()
             raise
         code = stop.code if isinstance(stop.code, int) else 1
         if not isinstance(stop.code, int):
@@ -42,6 +43,23 @@ def main(argv: list[str] | None = None) -> None:
         _record(error, tb)
         sys.excepthook(type(error), error, tb)
         _exit(1)
+    else:
+        _leave_process_group()
+
+
+def _leave_process_group() -> None:
+    """Leave a process group the finished script left alive, as `end_training()` would.
+
+    Scripts rarely call end_training(). A gloo group alive at interpreter teardown, or
+    destroyed while a peer has already gone, can abort() ("terminate called without an
+    active exception"): a run that finished would end in SIGABRT on some ranks (see
+    https://github.com/pytorch/pytorch/pull/179291). So wait for every rank to finish, then
+    destroy the group while the interpreter is still whole.
+    """
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def _exit(code: int) -> None:
