@@ -1,17 +1,23 @@
-"""The entry points: one source text in, one FileResult out. Never raises for user input."""
+"""The entry points: one source text in, one FileResult out. Never raises for user input.
+
+LibCST, the engine and the rules load on the first file that needs migrating, so a run
+whose files all come from the cache never pays for importing them.
+"""
 
 from __future__ import annotations
 
 import os
 import stat
-from dataclasses import replace
-from typing import Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
-import libcst as cst
-
-from migrator import engine, files, notebook, registry
+from migrator import files, notebook, parallel
+from migrator.cache import Cache
 from migrator.config import Config, ConfigError, ConfigResolver, Overrides
 from migrator.findings import FileResult, FileStatus, Finding, Position, Severity
+
+if TYPE_CHECKING:
+    import libcst as cst
 
 _RELEVANT = ("torch", "accelerat")
 
@@ -42,6 +48,10 @@ def _syntax_error_place(source: str | bytes, path: str, exc: cst.ParserSyntaxErr
 
 def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | None = None) -> FileResult:
     """Migrate one file's contents. Bytes are decoded as Python does (PEP 263 cookie, BOM)."""
+    import libcst as cst
+
+    from migrator import engine, registry
+
     config = config or Config()
     try:
         module = cst.parse_module(source)
@@ -73,6 +83,11 @@ def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | 
 
 def unknown_selectors(selectors: Iterable[str]) -> list[str]:
     """The selectors (codes, prefixes, names) that match no rule: a typo selects nothing."""
+    selectors = list(selectors)
+    if not selectors:  # the common case: no need to load the rules
+        return []
+    from migrator import registry
+
     rules = registry.all_rules()
     return [s for s in selectors if not any(registry.matches(rule, [s]) for rule in rules)]
 
@@ -85,17 +100,79 @@ def migrate_paths(
     isolated: bool = False,
     write: bool = False,
     output: str | None = None,
+    jobs: int = 1,
+    cache_dir: str | None = None,
+    on_total: Callable[[int], None] | None = None,
 ) -> Iterator[FileResult]:
     """Migrate every Python file under `paths` (directories walked recursively).
 
     With `config`, every file uses it as given. Without, each file uses the nearest
     `[tool.accel-migrate]` (none when `isolated`) with `overrides` on top. `write`
     replaces changed files in place; `output` writes the (single) result there instead.
-    Problems with a file or its configuration become FAILED results; the walk goes on.
+    `jobs` > 1 migrates in that many worker processes; results come in the same order
+    either way, and this process does all reading and writing. `cache_dir` keeps results
+    keyed by file content and settings (cache.py). `on_total` hears the number of files
+    once the walk is done. Problems with a file or its configuration become FAILED
+    results; the walk goes on.
     """
     resolver = _FixedConfig(config) if config is not None else ConfigResolver(overrides, isolated=isolated)
+    store = Cache(cache_dir) if cache_dir else None
+    planned = list(_planned(paths, resolver))
+    if on_total is not None:
+        on_total(len(planned))
+    items = [_look_up(item, store, write=write and not output) if isinstance(item, _File) else item for item in planned]
+    tasks = [item.task for item in items if isinstance(item, _File) and item.task is not None]
+    if jobs > 1 and len(tasks) > 1:
+        _load_engine()  # before the workers fork, so each starts with it loaded
+    computed = parallel.map_ordered(_compute, tasks, jobs, _crashed)
+    for item in items:
+        if isinstance(item, FileResult):
+            yield item
+            continue
+        result, again = next(computed) if item.task is not None else (item.result, None)
+        if store is not None and item.task is not None and item.task.known is None:
+            store.put(item.key, item.source.data, result)
+        result = _finish(result, item.source, write=write, output=output)
+        if store is not None and again is not None and result.changed and result.error is None:
+            data = result.after.encode(result.encoding)  # what was written: next run's input
+            store.put(store.key(result.path, data, item.config), data, again)
+        yield result
+
+
+@dataclass(frozen=True)
+class _Task:
+    """What a worker needs for one file (picklable, no file access): the input bytes, or
+    the result already known from the cache when only `follow` work is left."""
+
+    path: str
+    data: bytes | None
+    config: Config
+    known: FileResult | None = None
+    follow: bool = False  # also migrate the migrated text: the cache entry for after --write
+
+
+@dataclass
+class _File:
+    """One file as the parent tracks it: what was read, its cache key, result or task."""
+
+    path: str
+    config: Config
+    source: files.Source | None = None
+    key: str = ""
+    result: FileResult | None = None
+    task: _Task | None = None
+
+
+def _planned(paths: Iterable[str], resolver: ConfigResolver | _FixedConfig) -> Iterator[FileResult | _File]:
+    """Every file to migrate with its Config (a path named twice counts once), or the
+    FAILED/SKIPPED result of an invalid configuration."""
     reported: set[str] = set()
+    seen: set[str] = set()
     for path in files.python_files(paths, resolver.excluded):
+        absolute = os.path.abspath(path)
+        if absolute in seen:
+            continue
+        seen.add(absolute)
         try:
             file_config = _checked(resolver.config_for(path))
         except ConfigError as exc:
@@ -106,27 +183,83 @@ def migrate_paths(
             reason = f"invalid configuration: {exc.reason}"
             yield FileResult(path, FileStatus.FAILED, error=_error(_shown(exc.path), exc.line, exc.col, "E007", reason))
             continue
-        yield _migrate_file(path, file_config.for_file(path), write=write, output=output)
+        yield _File(path, file_config.for_file(path))
 
 
-def _migrate_file(path: str, config: Config, *, write: bool, output: str | None) -> FileResult:
+def _look_up(item: _File, store: Cache | None, *, write: bool) -> FileResult | _File:
+    """Read the file, then take its result from the cache or make the task that computes it."""
     try:
-        source = files.read_source(path)
+        item.source = files.read_source(item.path)
     except files.InputError as exc:
-        return FileResult(path, FileStatus.FAILED, error=_error(path, exc.line, exc.col, exc.code, exc.reason))
+        return FileResult(item.path, FileStatus.FAILED, error=_error(item.path, exc.line, exc.col, exc.code, exc.reason))
+    data = item.source.data
+    if store is None:
+        item.task = _Task(item.path, data, item.config)
+        return item
+    item.key = store.key(item.path, data, item.config)
+    item.result = store.get(item.key, item.path, data)
+    if item.result is None:
+        item.task = _Task(item.path, data, item.config, follow=write)
+    elif write and item.result.changed and not _cached_after(store, item):
+        item.task = _Task(item.path, None, item.config, known=item.result, follow=True)
+    return item
+
+
+def _cached_after(store: Cache, item: _File) -> bool:
+    """Whether the cache already holds the result for the file as --write leaves it."""
+    result = item.result
+    try:
+        data = result.after.encode(result.encoding)
+    except (UnicodeEncodeError, LookupError):
+        return True  # it will not be written; nothing to prepare
+    return store.has(store.key(item.path, data, item.config))
+
+
+def _compute(task: _Task) -> tuple[FileResult, FileResult | None]:
+    """In a worker (or here with one job): the file's result and, with `follow`, the
+    result for its migrated text, which is what the next run reads after --write."""
+    result = task.known or _migrate(task.path, task.data, task.config)
+    again = None
+    if task.follow and result.changed and result.after is not None:
+        try:
+            again = _migrate(task.path, result.after.encode(result.encoding), task.config)
+        except Exception:  # noqa: BLE001 - only a cache entry is lost; this file's result stands
+            again = None
+    return result, again
+
+
+def _migrate(path: str, data: bytes, config: Config) -> FileResult:
     migrate = notebook.migrate_notebook if notebook.is_notebook(path) else migrate_source
-    result = migrate(source.data, path, config)
+    return migrate(data, path, config)
+
+
+def _crashed(task: _Task, crash: parallel.Crash) -> tuple[FileResult, None]:
+    """A file whose migration raised (or killed its worker): FAILED, named, and reportable."""
+    if task.known is not None:
+        return task.known, None
+    message = f"internal error ({crash.summary}); please report this bug"
+    return FileResult(task.path, FileStatus.FAILED, error=_error(task.path, 1, 1, "E999", message)), None
+
+
+def _load_engine() -> None:
+    from migrator import engine, registry  # noqa: F401
+
+    registry.all_rules()
+
+
+def _finish(result: FileResult, source: files.Source, *, write: bool, output: str | None) -> FileResult:
+    """Write the migrated text in place (`write`) or to `output`; a failure is the file's error."""
     if result.after is None or not (output or (write and result.changed)):
         return result
     try:
         data = result.after.encode(result.encoding)
         if output:
-            files.write_new(output, data, mode=_mode(path))
+            files.write_new(output, data, mode=_mode(source.path))
         else:
             files.write_back(source, data)
     except UnicodeEncodeError as exc:
         reason = f"cannot write: the migrated code cannot be encoded as {result.encoding} ({exc.reason})"
-        return replace(result, status=FileStatus.FAILED, error=_error(path, 1, 1, "E005", reason))
+        return replace(result, status=FileStatus.FAILED, error=_error(source.path, 1, 1, "E005", reason))
     except files.InputError as exc:
         return replace(result, status=FileStatus.FAILED, error=_error(exc.path, exc.line, exc.col, exc.code, exc.reason))
     return result

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import os
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from migrator.render.text import Terminal
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 EXAMPLES = """\
 Examples:
@@ -63,6 +65,7 @@ _MODE = "Mode (one at most; default: list findings)"
 _RULES = "Rule selection (codes, prefixes or names, comma-separated)"
 _OUT = "Output"
 _DOCS = "Rule documentation"
+_SPEED = "Speed"
 
 
 def _version(value: bool) -> None:
@@ -90,6 +93,9 @@ def accel_migrate(
     output_format: Annotated[OutputFormat, typer.Option(case_sensitive=False, help="How to print findings.", rich_help_panel=_OUT)] = OutputFormat.TEXT,
     statistics: Annotated[bool, typer.Option("--statistics", help="Count findings per rule instead of listing them.", rich_help_panel=_OUT)] = False,
     report: Annotated[Optional[str], typer.Option("--report", metavar="FILE", help="Also write a Markdown migration report to FILE: every change, every item left for a human, totals.", rich_help_panel=_OUT)] = None,
+    jobs: Annotated[Optional[int], typer.Option("-j", "--jobs", min=1, metavar="N", show_default=False, help="Migrate N files at a time in worker processes (default: the number of CPUs).", rich_help_panel=_SPEED)] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Neither read nor write the cache of results.", rich_help_panel=_SPEED)] = False,
+    cache_dir: Annotated[Optional[str], typer.Option("--cache-dir", metavar="DIR", help="Where to keep the cache (default: .accel-migrate-cache in the project root).", rich_help_panel=_SPEED)] = None,
     list_rules: Annotated[bool, typer.Option("--list-rules", help="Print a table of every rule and exit.", rich_help_panel=_DOCS)] = False,
     explain: Annotated[Optional[str], typer.Option(metavar="CODE", help="Print one rule's documentation (code or name) and exit.", rich_help_panel=_DOCS)] = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
@@ -103,11 +109,15 @@ def accel_migrate(
             ignore=_codes(ignore), exclude=_list(exclude), target=target,
             unsafe_fixes=unsafe_fixes, fix=mode.fixing,
         )
-        status = _run(paths or [], mode, overrides, isolated=isolated, output=output,
-                      fmt=output_format, statistics=statistics, report_path=report)
+        run = Run(mode, overrides, isolated=isolated, output=output, fmt=output_format, statistics=statistics,
+                  report_path=report, jobs=jobs, cache=not no_cache, cache_dir=cache_dir)
+        status = _run(paths or [], run)
     except UsageError as exc:
         typer.echo(f"accel-migrate: error: {exc}", err=True)
         status = EXIT_ERROR
+    except KeyboardInterrupt:
+        typer.echo("accel-migrate: interrupted (files written so far are complete; the others are untouched)", err=True)
+        status = EXIT_INTERRUPTED
     raise typer.Exit(status)
 
 
@@ -136,34 +146,71 @@ def _codes(value: str | None) -> tuple[str, ...]:
     return selectors
 
 
-def _run(paths: list[str], mode: Mode, overrides: Overrides, *, isolated: bool, output: str | None,
-         fmt: OutputFormat, statistics: bool, report_path: str | None = None) -> int:
+@dataclass(frozen=True)
+class Run:
+    """The options of one run, past parsing."""
+
+    mode: Mode
+    overrides: Overrides
+    isolated: bool = False
+    output: str | None = None
+    fmt: OutputFormat = OutputFormat.TEXT
+    statistics: bool = False
+    report_path: str | None = None
+    jobs: int | None = None
+    cache: bool = True
+    cache_dir: str | None = None
+
+
+def _run(paths: list[str], run: Run) -> int:
     if not paths:
         raise UsageError("no PATH given (try accel-migrate --help)")
-    if output and (len(paths) != 1 or os.path.isdir(paths[0])):
+    if run.output and (len(paths) != 1 or os.path.isdir(paths[0])):
         raise UsageError("--output takes exactly one input file")
-    from migrator import api
+    if run.report_path is not None:
+        _check_report_path(run.report_path)  # before any file is written
+    from migrator import api, cache, parallel
+    from migrator.render.progress import ProgressBar, wanted
 
+    bar = ProgressBar(sys.stderr, enabled=run.fmt is OutputFormat.TEXT and wanted(sys.stderr))
     results = api.migrate_paths(
-        paths, overrides=overrides, isolated=isolated,
-        write=mode is Mode.WRITE and not output, output=output,
+        paths, overrides=run.overrides, isolated=run.isolated,
+        write=run.mode is Mode.WRITE and not run.output, output=run.output,
+        jobs=run.jobs or parallel.cpu_count(),
+        cache_dir=(run.cache_dir or cache.default_directory()) if run.cache else None,
+        on_total=bar.start,
     )
-    report = RunReport(mode, list(results), unsafe_fixes=bool(overrides.unsafe_fixes), output=output)
-    _render(report, fmt, statistics)
-    if report_path is not None:
-        _write_report(report, report_path)
+    report = RunReport(run.mode, list(bar.track(results)), unsafe_fixes=bool(run.overrides.unsafe_fixes), output=run.output)
+    _render(report, run.fmt, run.statistics)
+    if run.report_path is not None:
+        _write_report(report, run.report_path)
     return exit_status(report)
 
 
+def _check_report_path(path: str) -> None:
+    from migrator import files
+
+    try:
+        files.check_writable(path)
+    except files.InputError as exc:
+        raise UsageError(_report_error(path, exc)) from None
+
+
 def _write_report(report: RunReport, path: str) -> None:
-    """`--report FILE`: the Markdown migration report (render/markdown.py)."""
+    """`--report FILE`: the Markdown migration report (render/markdown.py), written
+    atomically (a reader never sees half a report; an old one is replaced whole)."""
+    from migrator import files
     from migrator.render.markdown import render_report
 
     try:
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(render_report(report.processed))
-    except OSError as exc:
-        raise UsageError(f"cannot write the report to {path}: {exc.strerror or exc}") from exc
+        files.write_new(path, render_report(report.processed).encode("utf-8"))
+    except files.InputError as exc:
+        raise UsageError(_report_error(path, exc)) from None
+
+
+def _report_error(path: str, exc: Exception) -> str:
+    reason = getattr(exc, "reason", str(exc)).removeprefix("cannot write: ")
+    return f"cannot write the report to {path}: {reason}"
 
 
 def exit_status(report: RunReport) -> int:

@@ -18,7 +18,7 @@ from typing import Callable, Iterable, Iterator
 SKIP_DIRS = frozenset({
     ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", ".mypy_cache",
     ".pytest_cache", ".ruff_cache", "__pycache__", "node_modules", "site-packages",
-    "build", "dist", ".ipynb_checkpoints",
+    "build", "dist", ".ipynb_checkpoints", ".accel-migrate-cache",
 })
 
 
@@ -103,6 +103,22 @@ def write_new(path: str, data: bytes, mode: int | None = None) -> None:
     if os.path.isdir(real):
         raise InputError(path, "cannot write: is a directory", code="E005")
     _replace(path, real, data, mode)
+
+
+def check_writable(path: str) -> None:
+    """Raise InputError (E005) now if `write_new(path, ...)` would certainly fail: for an
+    output named up front, so a run refuses before it writes anything else."""
+    real = os.path.realpath(path)
+    directory = os.path.dirname(real) or "."
+    if os.path.isdir(real):
+        reason = "is a directory"
+    elif not os.path.isdir(directory):
+        reason = "no such directory"
+    elif not os.access(directory, os.W_OK | os.X_OK):
+        reason = "permission denied"
+    else:
+        return
+    raise InputError(path, f"cannot write: {reason}", code="E005")
 
 
 def _replace(path: str, real: str, data: bytes, mode: int) -> None:
