@@ -19,7 +19,7 @@ import time
 import traceback
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from runtime.launch.command import find_free_port
+from runtime.launch.command import find_free_port, scoped_environment
 from runtime.process import (
     ENV_ERROR_FILE,
     ENV_LOCAL_RANK,
@@ -80,7 +80,7 @@ def notebook_launcher(
     _check(nproc, gpus, mixed_precision)
     settings = LauncherSettings(mixed_precision=mixed_precision, cpu=True if cpu else None).to_env()
     if nproc == 1:
-        with _environment(settings):
+        with scoped_environment(settings):
             function(*args)
         return
     _check_fresh_kernel(torch, gpus)
@@ -228,22 +228,8 @@ def _failure(first: Mapping[int, Any], error_files: Mapping[int, str], pids: Map
 
 
 @contextlib.contextmanager
-def _environment(values: Mapping[str, str]) -> Iterator[None]:
-    """Set `values` in os.environ for the block and put the old ones back after."""
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, old in saved.items():
-            if old is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = old
-
-
-@contextlib.contextmanager
 def _quiet(name: str) -> Iterator[None]:
+    """Silence one logger for the block (torch's elastic agent logs every worker exit)."""
     logger = logging.getLogger(name)
     level = logger.level
     logger.setLevel(logging.CRITICAL)

@@ -102,7 +102,7 @@ def run(config: LaunchConfig) -> int:
     from runtime.launch.failure import describe_failure
 
     args = torchrun.parse_args(torchrun_argv(config))
-    with _environment(script_env(config)):
+    with scoped_environment(script_env(config)):
         try:
             torchrun.run(args)
         except ChildFailedError as error:
@@ -121,8 +121,9 @@ def run(config: LaunchConfig) -> int:
 
 
 @contextlib.contextmanager
-def _environment(values: Mapping[str, str]) -> Iterator[None]:
-    """Set variables for the workers torchrun spawns, and restore the launcher's own after."""
+def scoped_environment(values: Mapping[str, str]) -> Iterator[None]:
+    """Set `values` in os.environ for the block (the workers started inside inherit
+    them) and put the previous values back after."""
     saved = {key: os.environ.get(key) for key in values}
     os.environ.update(values)
     try:
