@@ -7,6 +7,7 @@ never written by hand; prints nothing (render/ shows it, scripts/ writes the REA
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Iterable
 
 from migrator.rule import FixAvailability, Rule, Safety
@@ -14,10 +15,30 @@ from migrator.rule import FixAvailability, Rule, Safety
 TABLE_START = "<!-- rules:start -->"
 TABLE_END = "<!-- rules:end -->"
 
+# A placeholder glued to the text before it, outside a `code span`
+# (`...Accelerator{note}`, `...process{wrapped};`), is an optional suffix a finding may
+# add ("left as written: ..."); the summary leaves it out.
+_PLACEHOLDER = re.compile(r"\{\w+\}")
+
+
+def _is_suffix(message: str, start: int) -> bool:
+    before = message[start - 1] if start else " "
+    return not before.isspace() and before not in "([" and message[:start].count("`") % 2 == 0
+
+
 def rule_summary(rule: type[Rule]) -> str:
-    """The rule's message as its one-line summary, `{placeholders}` kept as Ruff's rule
-    table keeps them: they say what the finding will name."""
-    return " ".join(rule.message.split())
+    """The rule's message as its one-line summary. `{placeholders}` are kept as Ruff's
+    rule table keeps them (they say what the finding will name), except optional
+    suffixes glued to the text before them."""
+    message = rule.message
+    kept = []
+    last = 0
+    for match in _PLACEHOLDER.finditer(message):
+        if _is_suffix(message, match.start()):
+            kept.append(message[last:match.start()])
+            last = match.end()
+    kept.append(message[last:])
+    return " ".join("".join(kept).split())
 
 
 def fix_label(rule: type[Rule]) -> str:
