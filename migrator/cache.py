@@ -11,6 +11,7 @@ here migrates, prints, or fails a run: a cache that cannot be written is no cach
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -47,7 +48,7 @@ class Cache:
 
     def __init__(self, directory: str, tool: str | None = None) -> None:
         self.directory = directory
-        self.tool = tool or tool_fingerprint()
+        self.tool = tool or _this_tool()
         self._entries = os.path.join(directory, self.tool[:16])
         self._ready = False
         self.hits = self.misses = 0
@@ -63,7 +64,7 @@ class Cache:
     def get(self, key: str, path: str, data: bytes) -> FileResult | None:
         """The cached result for `key` (`path` holding `data`), or None."""
         try:
-            with open(self._file(key), "rb") as fh:
+            with open(self.entry_path(key), "rb") as fh:
                 entry = json.loads(fh.read())
             if entry.get("schema") != SCHEMA or entry.get("key") != key:
                 raise ValueError("not this entry")
@@ -76,7 +77,7 @@ class Cache:
 
     def has(self, key: str) -> bool:
         """Whether an entry exists under `key` (not whether it is readable)."""
-        return os.path.exists(self._file(key))
+        return os.path.exists(self.entry_path(key))
 
     def put(self, key: str, data: bytes, result: FileResult) -> None:
         """Store `result` (computed from `data`) under `key`; failures are not cached."""
@@ -85,11 +86,12 @@ class Cache:
         try:
             text = json.dumps({"schema": SCHEMA, "key": key, "result": _encode(result, data)}, separators=(",", ":"))
             self._prepare()
-            self._write(self._file(key), text.encode("ascii"))
+            self._write(self.entry_path(key), text.encode("ascii"))
         except (OSError, ValueError, LookupError):
             pass  # read-only checkout, full disk: run without the cache
 
-    def _file(self, key: str) -> str:
+    def entry_path(self, key: str) -> str:
+        """Where the entry for `key` lives (it may not exist)."""
         return os.path.join(self._entries, key[:2], key[2:] + ".json")
 
     def _prepare(self) -> None:
@@ -129,13 +131,20 @@ def config_fingerprint(config: Config) -> str:
     ))
 
 
-def tool_fingerprint() -> str:
-    """A hash of what computes results: versions, and every source file of migrator/ and
-    rules/ (so editing a rule in a development checkout invalidates the cache)."""
+@functools.lru_cache(maxsize=1)
+def _this_tool() -> str:
+    """Computed once per process: the code this process runs is what it loaded, even if
+    the files change while it runs."""
+    return tool_fingerprint()
+
+
+def tool_fingerprint(packages: tuple[str, ...] = ("migrator", "rules")) -> str:
+    """A hash of what computes results: versions, and every source file of `packages`
+    (so editing a rule in a development checkout invalidates the cache)."""
     from migrator import __version__
 
     digest = hashlib.sha256(f"{SCHEMA}\0{__version__}\0{sys.version}\0{_libcst_version()}\0".encode())
-    for package in ("migrator", "rules"):
+    for package in packages:
         spec = util.find_spec(package)
         for base in (spec.submodule_search_locations or []) if spec else []:
             for name in sorted(_sources(base)):

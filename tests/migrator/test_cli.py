@@ -243,3 +243,75 @@ def test_bundled_example_trains_on_cpu():
     assert proc.returncode == 0, proc.stderr
     losses = [float(line.rsplit(" ", 1)[1]) for line in proc.stdout.splitlines() if "mean loss" in line]
     assert len(losses) == 2 and losses[1] < losses[0]
+
+
+# --- scale: progress bar, --report checked up front, Ctrl-C --------------------------
+
+
+def _many(tmp_path: Path, n: int = 24) -> Path:
+    for i in range(n):  # no framework in them: quick to process, enough for a bar
+        (tmp_path / f"util_{i:02d}.py").write_text(f"VALUE_{i} = {i}\n")
+    return tmp_path
+
+
+def test_no_progress_bar_when_piped(tmp_path):
+    proc = run_cli(".", "--check", "-j", "1", cwd=_many(tmp_path))
+    assert proc.returncode == 0, proc
+    assert proc.stdout == "" and proc.stderr == "Nothing to migrate.\n"
+
+
+def test_progress_bar_on_a_terminal(tmp_path):
+    """stderr on a pseudo-terminal: the bar is drawn there, then erased; stdout is piped."""
+    import pty
+
+    _many(tmp_path)
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    proc = subprocess.Popen([sys.executable, "-m", "migrator", ".", "--check", "-j", "1"], cwd=tmp_path,
+                            env={**env, "TERM": "xterm"}, stdout=subprocess.PIPE, stderr=follower)
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the child closed its end
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0
+    assert proc.stdout.read() == b""
+    proc.stdout.close()
+    assert b"Migrating" in seen and b"24/24" in seen
+    after_bar = seen.rsplit(b"24/24", 1)[1]
+    assert b"\x1b[2K" in after_bar and b"Nothing to migrate." in after_bar  # erased, then the summary
+
+
+def test_report_path_is_checked_before_anything_is_written(project):
+    proc = run_cli("train.py", "--write", "--report", "no/such/dir/report.md", cwd=project)
+    assert proc.returncode == 2, proc
+    assert proc.stderr == "accel-migrate: error: cannot write the report to no/such/dir/report.md: no such directory\n"
+    assert proc.stdout == ""
+    assert (project / "train.py").read_text() == HAZARD
+    (project / "report.md").mkdir()
+    proc = run_cli("train.py", "--report", "report.md", cwd=project)
+    assert proc.stderr == "accel-migrate: error: cannot write the report to report.md: is a directory\n"
+
+
+def test_ctrl_c_is_one_line_and_exit_130(project, monkeypatch):
+    """In-process: an interrupt during the run (here: while migrating the first file)."""
+    from typer.testing import CliRunner
+
+    from migrator import api, cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(api, "migrate_source", interrupted)
+    monkeypatch.chdir(project)
+    outcome = CliRunner().invoke(cli.app, [".", "--write", "-j", "1"])
+    assert outcome.exit_code == 130
+    assert outcome.stderr.startswith("accel-migrate: interrupted")
+    assert "Traceback" not in outcome.output
+    assert (project / "train.py").read_text() == HAZARD
