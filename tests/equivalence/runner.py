@@ -32,12 +32,14 @@ _FIELDS = {name: re.compile(rf"\b{name}\b\s*[:=]?\s*{_NUMBER}") for name in ("ep
 
 @dataclass(frozen=True)
 class Step:
-    """One printed training step: `loss` is required; epoch, step and lr when printed."""
+    """One printed training step; `*_ulp` is one unit in the last printed place of the value."""
 
     loss: float
     lr: float | None = None
     epoch: int | None = None
     step: int | None = None
+    loss_ulp: float = 0.0
+    lr_ulp: float = 0.0
 
 
 @dataclass
@@ -61,27 +63,47 @@ class Run:
         return self.ranks[0]
 
 
-def parse_steps(output: str) -> dict[int, list[Step]]:
-    """Every line naming a loss, grouped by the rank prefix torchrun's tee adds (none: rank 0)."""
+def parse_steps(output: str, pattern: str | None = None) -> dict[int, list[Step]]:
+    """Every step line, grouped by the rank prefix torchrun's tee adds (no prefix: rank 0).
+
+    By default a step line names both a step and a loss (`step 3 ... loss 0.25 ... lr 0.1`),
+    so an evaluation's "test loss" is not a step. `pattern` (a fixture's own print format)
+    is a regex with named groups: `loss`, and optionally `lr`, `epoch`, `step`.
+    """
+    custom = re.compile(pattern) if pattern else None
     ranks: dict[int, list[Step]] = {}
     for line in output.splitlines():
         rank = 0
         tagged = _RANK.match(line)
         if tagged:
             rank, line = int(tagged.group(1)), tagged.group(2)
-        found = {name: pattern.search(line) for name, pattern in _FIELDS.items()}
-        if not found["loss"]:
+        if custom:
+            match = custom.search(line)
+            text = {k: v for k, v in match.groupdict().items() if v is not None} if match else {}
+        else:
+            found = {name: regex.search(line) for name, regex in _FIELDS.items()}
+            text = {name: m.group(1) for name, m in found.items() if m} if found["step"] else {}
+        if "loss" not in text:
             continue
-        value = {name: float(m.group(1)) for name, m in found.items() if m}
         ranks.setdefault(rank, []).append(
             Step(
-                loss=value["loss"],
-                lr=value.get("lr"),
-                epoch=int(value["epoch"]) if "epoch" in value else None,
-                step=int(value["step"]) if "step" in value else None,
+                loss=float(text["loss"]),
+                lr=float(text["lr"]) if "lr" in text else None,
+                epoch=int(float(text["epoch"])) if "epoch" in text else None,
+                step=int(float(text["step"])) if "step" in text else None,
+                loss_ulp=_ulp(text["loss"]),
+                lr_ulp=_ulp(text["lr"]) if "lr" in text else 0.0,
             )
         )
     return ranks
+
+
+def _ulp(number: str) -> float:
+    """One unit in the last place a printed number shows ("0.123400" -> 1e-6, "3.5e-05" -> 1e-6)."""
+    match = re.fullmatch(r"[-+]?\d*(?:\.(\d*))?(?:[eE]([-+]?\d+))?", number)
+    if not match:
+        return 0.0
+    return 10.0 ** (int(match.group(2) or 0) - len(match.group(1) or ""))
 
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -100,7 +122,9 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run(command: Sequence[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> Run:
+def run(
+    command: Sequence[str], cwd: Path, timeout: float, env: dict[str, str] | None = None, pattern: str | None = None
+) -> Run:
     """Run to completion or kill the whole session at `timeout`; stdout and stderr together."""
     start = time.monotonic()
     proc = subprocess.Popen(
@@ -120,7 +144,7 @@ def run(command: Sequence[str], cwd: Path, timeout: float, env: dict[str, str] |
         raise AssertionError(f"timed out after {timeout}s: {' '.join(command)}\n{output[-3000:]}") from None
     finally:
         _kill_session(proc)
-    return Run(list(command), proc.returncode, output, time.monotonic() - start, parse_steps(output))
+    return Run(list(command), proc.returncode, output, time.monotonic() - start, parse_steps(output, pattern))
 
 
 def _kill_session(proc: subprocess.Popen) -> None:
@@ -166,6 +190,8 @@ def accelerate_launch_cmd(script: Path, args: Sequence[str], nproc: int) -> list
 
 
 ACCELERATE_ENV = {"ACCELERATE_USE_CPU": "true"}
+# Originals only: `.cuda()` is a no-op where no GPU is visible (gpu_on_cpu/sitecustomize.py).
+GPU_ON_CPU_ENV = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "gpu_on_cpu"), str(REPO)])}
 TEE_ENV = {"PET_TEE": "3"}
 
 
