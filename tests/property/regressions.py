@@ -68,7 +68,7 @@ def main():
         "`dev = \"cuda\"` in main() becomes `dev = self.accelerator.device` (NameError: self); "
         "the Accelerator went into Trainer.__init__ because `self.optimizer = optimizer` "
         "made it the training block, though no loop trains there (the unbound `self` was fixed "
-        "upstream by 85a65fb; the Accelerator still goes into __init__, which no property checks)",
+        "upstream by 11:35 (bab639c..85a65fb); the Accelerator still goes into __init__, which no property checks)",
         """\
 import torch
 
