@@ -64,7 +64,8 @@ def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | 
         return FileResult(path, FileStatus.FAILED, error=_error(path, line, col, "E002", reason))
     except (LookupError, SyntaxError) as exc:
         return FileResult(path, FileStatus.FAILED, error=_error(path, 1, 1, "E002", f"cannot decode: {exc}"))
-    before = module.code
+    # LibCST round-trips exactly: the text is the decoded input, no codegen needed.
+    before = source if isinstance(source, str) else source.decode(module.encoding)
     if not any(word in before for word in _RELEVANT):
         return FileResult(path, FileStatus.UNCHANGED, before, before, encoding=module.encoding)
     try:
