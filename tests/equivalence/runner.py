@@ -189,7 +189,11 @@ def accelerate_launch_cmd(script: Path, args: Sequence[str], nproc: int) -> list
     ]  # fmt: skip
 
 
-ACCELERATE_ENV = {"ACCELERATE_USE_CPU": "true"}
+ACCELERATE_ENV = {
+    "ACCELERATE_USE_CPU": "true",
+    # Leave the gloo group before teardown, as our worker does (leave_group_at_exit/sitecustomize.py).
+    "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "leave_group_at_exit"), str(REPO)]),
+}
 # Originals only: `.cuda()` is a no-op where no GPU is visible (gpu_on_cpu/sitecustomize.py).
 GPU_ON_CPU_ENV = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "gpu_on_cpu"), str(REPO)])}
 TEE_ENV = {"PET_TEE": "3"}
