@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import threading
 import time
 
 from tests.runtime.integration.conftest import assert_params_close
@@ -53,11 +54,39 @@ def test_two_launchers_with_nnodes_2_form_one_job(tmp_path, reference_params):
         extra = ["--nnodes", "2", "--node-rank", str(node), "--master-addr", "127.0.0.1", "--master-port", port]
         nodes.append(started(launch_args("train_equivalence.py", "--out", str(out), nproc=1, extra=extra), cwd=out))
     with nodes[0] as first, nodes[1] as second:
-        outputs = [p.communicate(timeout=180)[0] for p in (first, second)]
+        outputs = _wait_together((first, second), timeout=180)
         for node, proc in enumerate((first, second)):
-            assert proc.returncode == 0, f"node {node} failed:\n{outputs[node][-4000:]}"
+            assert proc.returncode == 0, f"node {node} failed (exit {proc.returncode}):\n" + _both(outputs)
             assert not surviving(proc), f"node {node} left processes behind"
     result = torch.load(tmp_path / "node0" / "result.pt", weights_only=False)
     assert result["num_processes"] == 2, "the two launchers must form one 2-process job"
     assert not (tmp_path / "node1" / "result.pt").exists(), "only the global main process writes"
     assert_params_close(result["plain"], reference_params, "2 nodes x 1 process vs 1 process at 2B")
+
+
+def _wait_together(procs, timeout: float) -> list[str]:
+    """Read every node's output at once; when one node fails (or time runs out), stop the
+    others instead of waiting on them, so the failure shows every node's output."""
+    outputs = [""] * len(procs)
+
+    def read(i: int) -> None:
+        outputs[i] = procs[i].communicate()[0]
+
+    readers = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(len(procs))]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + timeout
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        if any(p.poll() not in (None, 0) for p in procs):
+            break
+        time.sleep(0.2)
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)  # accel-launch tears its workers down on Ctrl-C
+    for reader in readers:
+        reader.join(timeout=60)
+    return outputs
+
+
+def _both(outputs: list[str]) -> str:
+    return "\n".join(f"--- node {i} ---\n{out[-3000:]}" for i, out in enumerate(outputs))
