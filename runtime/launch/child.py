@@ -50,16 +50,18 @@ def main(argv: list[str] | None = None) -> None:
 def _leave_process_group() -> None:
     """Leave a process group the finished script left alive, as `end_training()` would.
 
-    Scripts rarely call end_training(). A gloo group alive at interpreter teardown, or
-    destroyed while a peer has already gone, can abort() ("terminate called without an
-    active exception"): a run that finished would end in SIGABRT on some ranks (see
-    https://github.com/pytorch/pytorch/pull/179291). So wait for every rank to finish, then
-    destroy the group while the interpreter is still whole.
+    Scripts rarely call end_training(). Gloo's worker thread frees each finished collective
+    itself, and that needs the GIL; if the interpreter is already finalising, the thread is
+    unwound and the process abort()s ("terminate called without an active exception"): a
+    run that finished ends in SIGABRT on some ranks (https://github.com/pytorch/pytorch/pull/179291).
+    So wait for every rank, destroy the group, and release the GIL a moment so the worker
+    can free the last collective while the interpreter is still whole.
     """
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+        time.sleep(0.05)
 
 
 def _exit(code: int) -> None:

@@ -1,9 +1,11 @@
 """A migrated script that finishes exits 0 on every rank under accel-launch.
 
-Migrated scripts rarely call `accelerator.end_training()`. A gloo process group still alive
-at interpreter teardown can abort() a finished rank ("terminate called without an active
-exception", SIGABRT) now and then, which made 2-process equivalence runs flaky; the worker
-wrapper leaves the group once the script returns, before the interpreter tears down.
+Migrated scripts rarely call `accelerator.end_training()`. Gloo's worker thread frees a
+finished collective itself and needs the GIL for it; when that happens during interpreter
+finalisation the rank abort()s ("terminate called without an active exception", SIGABRT;
+core dump: ProcessGroupGloo::runLoop -> ~AsyncWork -> gil_scoped_acquire -> pthread_exit).
+It made about 1 in 15 two-process runs fail. The worker wrapper now leaves the group once
+the script returns (barrier, destroy, a moment without the GIL), before the teardown.
 """
 
 from __future__ import annotations

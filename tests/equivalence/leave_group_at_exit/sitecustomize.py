@@ -10,6 +10,7 @@ it runs once the script is over.
 
 import atexit
 import sys
+import time
 
 
 def _leave_process_group():
@@ -17,6 +18,7 @@ def _leave_process_group():
     if dist is not None and dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+        time.sleep(0.05)  # let gloo's worker free the barrier (it needs the GIL) before teardown
 
 
 atexit.register(_leave_process_group)
