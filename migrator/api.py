@@ -70,7 +70,7 @@ def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | 
         return FileResult(path, FileStatus.UNCHANGED, before, before, encoding=module.encoding)
     try:
         outcome = engine.migrate_module(module, path, config, registry.select(config), source=before)
-        after = outcome.module.code
+        after = outcome.code
         if after != before:
             engine.verify(after, path)
     except Exception as exc:  # an internal bug: report it for this file, keep going

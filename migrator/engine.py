@@ -37,6 +37,7 @@ class EngineOutcome:
     module: cst.Module
     findings: tuple[Finding, ...]
     touched_lines: frozenset[int] = field(default_factory=frozenset)
+    code: str = ""  # module.code, generated once
 
 
 class _LineMap:
@@ -199,17 +200,18 @@ def migrate_module(
     fixed: list[Finding] = []
     touched: set[int] = set()
     unused: list[Finding] = []  # AM902, for the module returned
-    lines = _LineMap(module.code) if config.fix else None
+    code = source if source is not None else module.code  # each pass's text, generated once
+    lines = _LineMap(code) if config.fix else None
     for _ in range(MAX_PASSES):
-        analysis, reports = _run_rules(module, rules, config, path, unused, source)
-        source = None  # the module changes from here on
+        analysis, reports = _run_rules(module, rules, config, path, unused, code)
         if lines is None:
-            return EngineOutcome(module, tuple(_finding(path, analysis, r, False) for r in reports) + tuple(unused))
+            findings = tuple(_finding(path, analysis, r, False) for r in reports) + tuple(unused)
+            return EngineOutcome(module, findings, code=code)
         plan = EditPlan(span_of=analysis.position)
         accepted = [r for r in reports if _fix_allowed(r, config) and plan.try_accept(r.fix)]
         if not accepted:
             remaining = [_finding(path, analysis, r, False) for r in reports]
-            return EngineOutcome(module, tuple(fixed + remaining + unused), frozenset(touched))
+            return EngineOutcome(module, tuple(fixed + remaining + unused), frozenset(touched), code)
         for report in accepted:
             fixed.append(_at_original(_finding(path, analysis, report, True), lines))
         for fix in plan.accepted:
@@ -218,10 +220,11 @@ def migrate_module(
                     rng = analysis.position(edit.node)
                     touched.update(lines.original(n) for n in range(rng.start.line, rng.end.line + 1))
         module = apply_imports(apply_edits(module, plan.accepted), plan.accepted)
-        lines.advance(module.code)
-    analysis, reports = _run_rules(module, rules, config, path, unused)
+        code = module.code
+        lines.advance(code)
+    analysis, reports = _run_rules(module, rules, config, path, unused, code)
     remaining = [_finding(path, analysis, r, False) for r in reports]
-    return EngineOutcome(module, tuple(fixed + remaining + unused), frozenset(touched))
+    return EngineOutcome(module, tuple(fixed + remaining + unused), frozenset(touched), code)
 
 
 def _at_original(finding: Finding, lines: _LineMap) -> Finding:
