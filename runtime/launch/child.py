@@ -58,10 +58,12 @@ def _leave_process_group() -> None:
     can free the last collective while the interpreter is still whole.
     """
     dist = sys.modules.get("torch.distributed")
-    if dist is not None and dist.is_available() and dist.is_initialized():
+    if dist is None or not dist.is_available():
+        return
+    if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
-        time.sleep(0.05)
+    time.sleep(0.05)  # also after the script's own end_training(): its barrier is just as fresh
 
 
 def _exit(code: int) -> None:
