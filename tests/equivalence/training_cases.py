@@ -75,7 +75,7 @@ def load(case: Path) -> TrainSpec | None:
     if table.get("lr", "before-step") not in ("before-step", "after-step"):
         raise ValueError(f"{path}: [train] lr must be 'before-step' or 'after-step'")
     return TrainSpec(
-        case=case,
+        case=case.resolve(),
         batch_arg=table["batch_arg"],
         batch=int(table["batch"]),
         args=tuple(table.get("args", ())),
