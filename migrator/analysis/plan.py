@@ -57,7 +57,8 @@ class _Candidate:
 
 
 def contains_len_of(expr: cst.CSTNode | None, loaders: set[str], values: dict[str, cst.CSTNode], depth: int = 0) -> bool:
-    """Does `expr` use `len(<loader>)`, directly or through a variable computed from it?"""
+    """Does `expr` use `len(<loader>)`, directly or through a variable computed from it
+    (or a function defined beside it, such as a LambdaLR's schedule)?"""
     if expr is None or depth > 4:
         return False
     found = False
@@ -113,6 +114,10 @@ def make_plan(
     """Choose what to prepare and where; None when there is nothing to prepare."""
     loaders = set(roles.names(Role.DATALOADER))
     values = {b.name: b.value for b in facts.bindings if b.scope is block.scope and b.value is not None}
+    for name, defs in facts.functions.items():  # `def schedule(step): ... total_steps ...`
+        for function in defs:
+            if facts.scope_of_function.get(id(function)) is block.scope:
+                values.setdefault(name, function.body)
     loop_iters = {id(l.node): l.iter_name for l in facts.loops}
     owners = {o for b in facts.bindings if roles.of(b.name) is Role.OPTIMIZER and isinstance(b.value, cst.Call) for o in parameter_owners(b.value)}
     limit = first_use if first_use is not None else len(block.body)
