@@ -6,14 +6,14 @@ directory only (tests/property/strategies.py:profile), not loaded globally.
 
 from hypothesis import HealthCheck, Phase, settings
 
-# One example migrates a whole script twice (0.3-0.5 s of CPU on this 2-core machine),
+# One example migrates a whole script twice (~0.1 s on this 2-core machine at 85a65fb+),
 # so the default run keeps the example count modest; `long` is for hunting. `ci` does
 # not shrink: shrinking costs a migration per step and can run past pytest's timeout;
 # the failing example is printed whole and saved in .hypothesis/, where a `long` run
 # (or `python -m tests.property.minimise`) shrinks it.
 settings.register_profile(
     "ci",
-    max_examples=150,
+    max_examples=300,
     deadline=None,
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -8,6 +8,7 @@ KNOWN_BUGS) does not hide an unrelated failure on the same script.
 from __future__ import annotations
 
 import builtins
+import difflib
 import re
 import symtable
 from dataclasses import dataclass
@@ -40,6 +41,10 @@ KNOWN_BUGS: dict[str, KnownBug] = {
     "finding-columns": KnownBug(
         r"^finding column out of range: .* in the original text",
         "fixed-finding-columns-from-a-later-pass",
+    ),
+    "comment-dropped": KnownBug(
+        r"^line \d+ changed but no fixed finding covers it: '#",
+        "comment-above-a-removed-statement-is-dropped",
     ),
 }
 
@@ -122,6 +127,24 @@ def new_unbound_names(result: FileResult) -> list[str]:
     return [f"migrated code reads unbound name {name!r}" for name in sorted(new)]
 
 
+def untouched_lines_changed(result: FileResult) -> list[str]:
+    """Formatting and comments outside the changed expressions survive: every original
+    line that changed or went away is one an accepted edit replaced (`touched_lines`),
+    an import line (LibCST's import passes manage those) or blank. The same check as
+    tests/test_fixtures.py, on every generated script."""
+    before, after = result.before.splitlines(), result.after.splitlines()
+    matcher = difflib.SequenceMatcher(a=before, b=after, autojunk=False)
+    problems = []
+    for tag, i1, i2, _, _ in matcher.get_opcodes():
+        if tag not in ("replace", "delete"):
+            continue
+        for i in range(i1, i2):
+            line = before[i].strip()
+            if line and not line.startswith(("import ", "from ")) and i + 1 not in result.touched_lines:
+                problems.append(f"line {i + 1} changed but no fixed finding covers it: {before[i].strip()!r}")
+    return problems
+
+
 def check_script(script: str, mode: str = "fix") -> tuple[FileResult | None, list[str]]:
     """Migrate `script` in `mode` and check every property; returns the result and the
     problems found (empty when all hold). An internal error stops the checks there."""
@@ -139,7 +162,9 @@ def check_script(script: str, mode: str = "fix") -> tuple[FileResult | None, lis
     except (SyntaxError, cst.ParserSyntaxError) as exc:
         return result, [f"migrated code does not parse or compile: {exc}"]
     problems += malformed_findings(result) + duplicate_findings(result) + new_unbound_names(result)
-    if not config.fix:
+    if config.fix:
+        problems += untouched_lines_changed(result)
+    else:
         if result.after != script:
             problems.append("lint mode (fix=False) changed the file")
         return result, problems

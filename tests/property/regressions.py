@@ -116,4 +116,24 @@ def main():
     trainer.fit()
 """,
     ),
+    Regression(
+        "comment-above-a-removed-statement-is-dropped",
+        "removing `x = x.cuda()` (AM101) also removes the comment line above it, which "
+        "describes the lines after it: LibCST keeps own-line comments in the removed "
+        "statement's leading_lines; DESIGN: comments outside the changed expressions survive "
+        "(move the leading_lines to the next statement of the block when removing)",
+        """\
+import torch
+
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = torch.utils.data.DataLoader(torch.randn(8, 2), batch_size=2)
+for x in loader:
+    # the forward and backward pass
+    x = x.cuda()
+    model(x).sum().backward()
+    optimizer.step()
+""",
+        bug="comment-dropped",
+    ),
 ]

@@ -3,7 +3,8 @@
 For every script the generator can assemble, in every mode (fix, lint, --target
 accelerate): the input compiles (generator sanity); the migration never fails
 internally; the output parses and compiles; a second run changes nothing; findings are
-well-formed, unique and inside the file; the output reads no name the input did not.
+well-formed, unique and inside the file; the output reads no name the input did not;
+lines no fix touched stay byte-identical (properties.py has one function per property).
 
 Profiles (tests/property/conftest.py): `ci` by default, HYPOTHESIS_PROFILE=long for
 thousands of examples. Open bugs the run tolerates are listed in properties.KNOWN_BUGS.
