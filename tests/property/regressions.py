@@ -136,4 +136,51 @@ for x in loader:
 """,
         bug="comment-dropped",
     ),
+    Regression(
+        "untouched-lines-check-anchored-on-a-blank-line",
+        "not a migrator bug: the untouched-lines property called the unchanged "
+        "`loss = criterion(model(x), y)` replaced, because difflib anchored on a kept blank "
+        "line (found by the long profile; blank lines are now difflib junk)",
+        """\
+import torch
+import torch.nn as nn
+from torch.optim import lr_scheduler
+from torch.utils.data import DataLoader, TensorDataset
+from torch.nn.utils import clip_grad_norm_
+
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+epochs = 1
+x_train = torch.randn(128, 4)
+y_train = torch.randint(0, 2, (128,))
+train_loader = DataLoader(TensorDataset(x_train, y_train), batch_size=8, shuffle=True)
+eval_loader = DataLoader(TensorDataset(torch.randn(32, 4), torch.randint(0, 2, (32,))), batch_size=8)
+model = nn.Linear(4, 2)
+model.to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+scheduler = lr_scheduler.ExponentialLR(optimizer, gamma=0.9)
+criterion = nn.CrossEntropyLoss()
+
+for epoch in range(epochs):
+    for x, y in train_loader:
+        x = x.to(device)
+
+        y = y.to(device)
+        loss = criterion(model(x), y)
+        loss.backward()
+
+        clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad()
+    scheduler.step()
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for x, y in eval_loader:
+            x, y = x.to(device), y.to(device)
+            pred = model(x).argmax(dim=1)
+            correct += (pred == y).sum().item()
+    print(correct / len(eval_loader.dataset))
+""",
+    ),
 ]
