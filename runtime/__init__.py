@@ -5,9 +5,10 @@ Importing it has no side effects: no environment reads, no device probing, no wa
 """
 
 from runtime.accelerator import Accelerator
+from runtime.fsdp_plugin import FullyShardedDataParallelPlugin
 from runtime.notebook import notebook_launcher
 from runtime.rng import set_seed
 
 __version__ = "0.1.0"
 
-__all__ = ["Accelerator", "notebook_launcher", "set_seed", "__version__"]
+__all__ = ["Accelerator", "FullyShardedDataParallelPlugin", "notebook_launcher", "set_seed", "__version__"]

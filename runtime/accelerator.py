@@ -17,9 +17,10 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from runtime import checkpoint, collectives
+from runtime import checkpoint, collectives, safetensors_io
 from runtime.accumulation import GradientSync
-from runtime.distributed import choose_strategy
+from runtime.distributed import choose_strategy, full_tensor
+from runtime.fsdp_plugin import FullyShardedDataParallelPlugin
 from runtime.precision import Precision
 from runtime.prepared.dataloader import PreparedDataLoader
 from runtime.prepared.model import prepare_model, remove_autocast
@@ -38,6 +39,7 @@ class Accelerator:
     else CPU). Under `accel-launch` (torchrun) it always joins the process group, on CPU
     too; unlike Accelerate, which on a CPU-only machine runs N unaware copies unless
     `cpu=True` is passed. `mixed_precision` and `cpu` default to what the launcher set.
+    `fsdp_plugin` (else `accel-launch --fsdp`) shards every model over the processes.
     """
 
     def __init__(
@@ -49,6 +51,7 @@ class Accelerator:
         split_batches: bool = False,
         even_batches: bool = True,
         step_scheduler_with_optimizer: bool = True,
+        fsdp_plugin: FullyShardedDataParallelPlugin | None = None,
     ) -> None:
         launcher = LauncherSettings.from_env(os.environ)
         use_cpu = bool(launcher.cpu) if cpu is None else bool(cpu)
@@ -57,7 +60,9 @@ class Accelerator:
         chosen = launcher.mixed_precision if mixed_precision is None else mixed_precision
         self._precision = Precision.for_device(chosen, self.device)
         self._created_group = init_process_group(self._info, launcher.process_group_timeout_s)
-        self._strategy = choose_strategy(self._info)
+        if fsdp_plugin is None and launcher.use_fsdp:
+            fsdp_plugin = FullyShardedDataParallelPlugin.from_launcher(launcher)
+        self._strategy = choose_strategy(self._info, fsdp_plugin)
         self._sync = GradientSync(gradient_accumulation_steps)
         self._objects = checkpoint.Checkpointables()
         self.device_placement = device_placement
@@ -93,7 +98,7 @@ class Accelerator:
 
     @property
     def distributed_type(self) -> DistributedType:
-        return self._info.distributed_type
+        return self._strategy.distributed_type
 
     @property
     def mixed_precision(self) -> str:
@@ -136,13 +141,15 @@ class Accelerator:
     def _prepare_model(self, model: nn.Module, place: bool) -> nn.Module:
         if any(model is known for known in self._objects.models):
             return model
-        wrapped = prepare_model(model, self._strategy, self._precision, self.device if place else None)
+        device = self.device if place and not self._strategy.places_model else None
+        wrapped = prepare_model(model, self._strategy, self._precision, device)
         self._objects.models.append(wrapped)
         return wrapped
 
     def _prepare_optimizer(self, optimizer: torch.optim.Optimizer, place: bool) -> PreparedOptimizer:
         if isinstance(optimizer, PreparedOptimizer):
             return optimizer
+        self._strategy.adopt_optimizer(optimizer)  # FSDP: the sharded parameters, not the originals
         prepared = PreparedOptimizer(optimizer, self._sync, self._precision)
         self._objects.optimizers.append(prepared)
         return prepared
@@ -188,17 +195,19 @@ class Accelerator:
     def clip_grad_norm_(self, parameters: Iterable[torch.Tensor], max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
         """Clip by total norm, after unscaling fp16 gradients; returns the norm before clipping.
 
+        Under FSDP the norm covers every process's shards and is returned as a plain tensor.
+
         Under fp16 on an accumulation micro step (gradients still scaled and incomplete) it
         only reports the norm and clips nothing; clip when `sync_gradients` is True.
         """
         parameters = list(parameters)
         if self._scaled_micro_step():
-            norms = [torch.linalg.vector_norm(p.grad, norm_type) for p in parameters if p.grad is not None]
-            if not norms:
+            grads = [p.grad for p in parameters if p.grad is not None]
+            if not grads:
                 return torch.zeros((), device=self.device)
-            return torch.linalg.vector_norm(torch.stack(norms), norm_type) / self._precision.loss_scale
+            return full_tensor(torch.nn.utils.get_total_norm(grads, norm_type)) / self._precision.loss_scale
         self._precision.unscale_all(o.optimizer for o in self._objects.optimizers)
-        return torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type)
+        return full_tensor(torch.nn.utils.clip_grad_norm_(parameters, max_norm, norm_type=norm_type))
 
     def clip_grad_value_(self, parameters: Iterable[torch.Tensor], clip_value: float) -> None:
         """Clip each gradient element to [-clip_value, clip_value], after unscaling fp16 gradients.
@@ -284,19 +293,37 @@ class Accelerator:
         unwrapped = self._strategy.unwrap_model(model)
         return unwrapped if keep_fp32_wrapper else remove_autocast(unwrapped)
 
+    def get_state_dict(self, model: nn.Module, unwrap: bool = True) -> dict[str, torch.Tensor]:
+        """The model's full state dict; under FSDP gathered on the main process's CPU ({} elsewhere).
+
+        Every process must call it under FSDP (it gathers). `unwrap=False` keeps the
+        wrapper's key names (`module.` under DDP).
+        """
+        if not unwrap:
+            return model.state_dict()
+        return self._strategy.full_state_dict(model)
+
     def save(self, obj: Any, f: Any) -> None:
         """torch.save on the main process only, so N processes do not write one file N times."""
         if self.is_main_process:
             torch.save(obj, f)
 
-    def save_model(self, model: nn.Module, save_directory: str | os.PathLike[str]) -> None:
-        """Write the unwrapped weights to `save_directory/pytorch_model.bin` from the main process.
+    def save_model(
+        self,
+        model: nn.Module,
+        save_directory: str | os.PathLike[str],
+        max_shard_size: int | str = "10GB",
+        safe_serialization: bool = True,
+    ) -> None:
+        """Write the unwrapped weights as `model.safetensors` (or `pytorch_model.bin` with
+        `safe_serialization=False`), split by `max_shard_size` with an index, main process only.
 
-        Accelerate writes `model.safetensors` by default; we write torch's format, which needs
-        no extra dependency.
+        Every process must call it. Unlike Accelerate, tied weights are written under every
+        name (as copies), so `model.load_state_dict(load_file(...))` works as it is.
         """
+        state = self.get_state_dict(model)
         if self.is_main_process:
-            checkpoint.save_model_weights(self.unwrap_model(model), save_directory)
+            safetensors_io.write_model_files(state, save_directory, max_shard_size, safe_serialization)
         self.wait_for_everyone()
 
     def register_for_checkpointing(self, *objects: Any) -> None:
@@ -309,19 +336,19 @@ class Accelerator:
     def save_state(self, output_dir: str | os.PathLike[str]) -> str:
         """Save models, optimizers, schedulers, dataloader positions, scaler and RNG states.
 
+        Under FSDP models and optimizers are written sharded (torch.distributed.checkpoint),
+        each process its own part; resume on the same number of processes.
+
         Unlike Accelerate, `output_dir` is required (there is no automatic naming).
         """
-        path = checkpoint.save_state(output_dir, self._objects, self._unwrapped(), self._precision, self._info)
+        path = self._strategy.save_state(output_dir, self._objects, self._precision, self._info)
         self.wait_for_everyone()
         return str(path)
 
     def load_state(self, input_dir: str | os.PathLike[str]) -> None:
         """Restore a save_state checkpoint; the next pass over a dataloader resumes mid-epoch."""
         self.wait_for_everyone()
-        checkpoint.load_state(input_dir, self._objects, self._unwrapped(), self._precision, self._info)
-
-    def _unwrapped(self) -> list[nn.Module]:
-        return [self.unwrap_model(model) for model in self._objects.models]
+        self._strategy.load_state(input_dir, self._objects, self._precision, self._info)
 
     def end_training(self) -> None:
         """Wait for every process, then leave the process group this Accelerator formed."""

@@ -18,7 +18,6 @@ from runtime.precision import Precision
 from runtime.process import ProcessInfo
 from runtime.rng import capture_rng_state, restore_rng_state
 
-MODEL_WEIGHTS_NAME = "pytorch_model.bin"
 _SCALER = "scaler.pt"
 
 
@@ -86,15 +85,6 @@ def load_state(
     if (directory / _SCALER).exists():
         precision.load_state_dict(_load(directory / _SCALER, device, weights_only=True))
     restore_rng_state(_load(directory / f"rng_state_{info.rank}.pt", torch.device("cpu"), weights_only=False))
-
-
-def save_model_weights(model: nn.Module, save_directory: str | os.PathLike[str]) -> Path:
-    """Write an unwrapped model's state_dict as `pytorch_model.bin`; the main process calls it."""
-    directory = Path(save_directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / MODEL_WEIGHTS_NAME
-    torch.save(model.state_dict(), path)
-    return path
 
 
 def _load(path: Path, device: torch.device, *, weights_only: bool) -> Any:

@@ -1,23 +1,37 @@
-"""How models are wrapped: one process, or DistributedDataParallel over the process group.
+"""How models are shared: one process, DistributedDataParallel, or fully sharded (FSDP2).
 
-The strategy is chosen once when the Accelerator is built; nothing else branches on the
-backend.
+The strategy is chosen once when the Accelerator is built; nothing else branches on it.
+It also decides what follows from how a model is held: which parameters an optimizer
+must update, how the full state dict is read, and how save_state writes models.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import ContextManager, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, ContextManager, Protocol
 
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from runtime.process import ProcessInfo
+from runtime import checkpoint
+from runtime.checkpoint import Checkpointables
+from runtime.precision import Precision
+from runtime.process import DistributedType, ProcessInfo
+
+if TYPE_CHECKING:
+    from runtime.fsdp_plugin import FullyShardedDataParallelPlugin
 
 
 class Strategy(Protocol):
     """What the Accelerator needs to know about the way processes share a model."""
+
+    @property
+    def distributed_type(self) -> DistributedType: ...
+
+    # True when wrap_model puts the model on the device itself (FSDP: unit by unit, as it shards).
+    places_model: bool
 
     def wrap_model(self, model: nn.Module) -> nn.Module: ...
 
@@ -25,24 +39,56 @@ class Strategy(Protocol):
 
     def no_sync(self, model: nn.Module) -> ContextManager[None]: ...
 
+    def adopt_optimizer(self, optimizer: torch.optim.Optimizer) -> None: ...
 
-class SingleProcess:
+    def full_state_dict(self, model: nn.Module) -> dict[str, torch.Tensor]: ...
+
+    def save_state(self, directory: str | Path, objects: Checkpointables, precision: Precision, info: ProcessInfo) -> Path: ...
+
+    def load_state(self, directory: str | Path, objects: Checkpointables, precision: Precision, info: ProcessInfo) -> None: ...
+
+
+class _Replicated:
+    """Every process holds the whole model: state is read from the module, saved once."""
+
+    places_model = False
+
+    def __init__(self, info: ProcessInfo) -> None:
+        self.distributed_type = info.distributed_type
+
+    def unwrap_model(self, model: nn.Module) -> nn.Module:
+        return unwrap_module(model)
+
+    def adopt_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """The optimizer's parameters are the model's own: nothing to change."""
+
+    def full_state_dict(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        return self.unwrap_model(model).state_dict()
+
+    def save_state(self, directory: str | Path, objects: Checkpointables, precision: Precision, info: ProcessInfo) -> Path:
+        models = [self.unwrap_model(model) for model in objects.models]
+        return checkpoint.save_state(directory, objects, models, precision, info)
+
+    def load_state(self, directory: str | Path, objects: Checkpointables, precision: Precision, info: ProcessInfo) -> None:
+        models = [self.unwrap_model(model) for model in objects.models]
+        checkpoint.load_state(directory, objects, models, precision, info)
+
+
+class SingleProcess(_Replicated):
     """Nothing to share: the model is used as it is."""
 
     def wrap_model(self, model: nn.Module) -> nn.Module:
         return model
 
-    def unwrap_model(self, model: nn.Module) -> nn.Module:
-        return _unwrap(model)
-
     def no_sync(self, model: nn.Module) -> ContextManager[None]:
         return contextlib.nullcontext()
 
 
-class DDP:
+class DDP(_Replicated):
     """DistributedDataParallel: gradients are averaged across processes during backward."""
 
     def __init__(self, info: ProcessInfo) -> None:
+        super().__init__(info)
         self._device = torch.device(info.device)
 
     def wrap_model(self, model: nn.Module) -> nn.Module:
@@ -54,21 +100,33 @@ class DDP:
         device_ids = [self._device.index] if self._device.type == "cuda" else None
         return DistributedDataParallel(model, device_ids=device_ids)
 
-    def unwrap_model(self, model: nn.Module) -> nn.Module:
-        return _unwrap(model)
-
     def no_sync(self, model: nn.Module) -> ContextManager[None]:
         if isinstance(model, DistributedDataParallel):
             return model.no_sync()
         return contextlib.nullcontext()
 
 
-def choose_strategy(info: ProcessInfo) -> Strategy:
-    """DDP when there is more than one process, otherwise the model stays as it is."""
-    return DDP(info) if info.world_size > 1 else SingleProcess()
+def choose_strategy(info: ProcessInfo, fsdp_plugin: FullyShardedDataParallelPlugin | None = None) -> Strategy:
+    """FSDP when asked for in a launched job, else DDP on several processes, else the model as it is.
+
+    A plugin in a plain `python train.py` run (no process group) has nothing to shard over
+    and is ignored, so the same script also runs unlaunched.
+    """
+    if fsdp_plugin is not None and info.launched:
+        from runtime.fsdp import FSDP  # torch.distributed.fsdp takes seconds to import
+
+        return FSDP(info, fsdp_plugin)
+    return DDP(info) if info.world_size > 1 else SingleProcess(info)
 
 
-def _unwrap(model: nn.Module) -> nn.Module:
+def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    """A sharded DTensor (e.g. a norm over FSDP gradients) as one plain tensor; others as they are."""
+    gather = getattr(tensor, "full_tensor", None)
+    return gather() if gather is not None else tensor
+
+
+def unwrap_module(model: nn.Module) -> nn.Module:
+    """The user's module inside DistributedDataParallel / DataParallel and torch.compile."""
     while isinstance(model, (DistributedDataParallel, nn.DataParallel)):
         model = model.module
     compiled = getattr(model, "_orig_mod", None)  # torch.compile's OptimizedModule

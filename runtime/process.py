@@ -27,6 +27,19 @@ MIXED_PRECISION_CHOICES = ("no", "fp16", "bf16")
 ENV_USE_CPU = "ACCEL_USE_CPU"
 # Seconds the process group may take to form (torch's default when unset).
 ENV_PROCESS_GROUP_TIMEOUT = "ACCEL_PROCESS_GROUP_TIMEOUT"
+# Fully sharded training (FSDP2), set by `accel-launch --fsdp ...`.
+ENV_USE_FSDP = "ACCEL_USE_FSDP"
+ENV_FSDP_WRAP_CLASSES = "ACCEL_FSDP_WRAP_CLASSES"
+ENV_FSDP_MIN_NUM_PARAMS = "ACCEL_FSDP_MIN_NUM_PARAMS"
+ENV_FSDP_RESHARD_AFTER_FORWARD = "ACCEL_FSDP_RESHARD_AFTER_FORWARD"
+ENV_FSDP_CPU_OFFLOAD = "ACCEL_FSDP_CPU_OFFLOAD"
+
+# Threads per worker, read by torch; torchrun prints a banner when it has to pick a value.
+ENV_OMP_NUM_THREADS = "OMP_NUM_THREADS"
+# torchrun's --tee and --redirects given through the environment: torchrun then handles
+# (and prefixes) the workers' output itself.
+ENV_TORCHRUN_TEE = "PET_TEE"
+ENV_TORCHRUN_REDIRECTS = "PET_REDIRECTS"
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -38,6 +51,7 @@ class DistributedType(str, enum.Enum):
     NO = "NO"
     MULTI_CPU = "MULTI_CPU"
     MULTI_GPU = "MULTI_GPU"
+    FSDP = "FSDP"
 
 
 class LaunchEnvError(ValueError):
@@ -51,6 +65,11 @@ class LauncherSettings:
     mixed_precision: str | None = None
     cpu: bool | None = None
     process_group_timeout_s: float | None = None
+    use_fsdp: bool | None = None
+    fsdp_wrap_classes: tuple[str, ...] | None = None
+    fsdp_min_num_params: int | None = None
+    fsdp_reshard_after_forward: bool | None = None
+    fsdp_cpu_offload: bool | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> LauncherSettings:
@@ -58,12 +77,19 @@ class LauncherSettings:
         precision = env.get(ENV_MIXED_PRECISION) or None
         cpu = _parse_bool(env, ENV_USE_CPU) if ENV_USE_CPU in env else None
         timeout = env.get(ENV_PROCESS_GROUP_TIMEOUT)
+        classes = env.get(ENV_FSDP_WRAP_CLASSES)
+        min_params = env.get(ENV_FSDP_MIN_NUM_PARAMS)
         return cls(
             mixed_precision=precision.lower() if precision else None,
             cpu=cpu,
             process_group_timeout_s=_parse_float(ENV_PROCESS_GROUP_TIMEOUT, timeout)
             if timeout
             else None,
+            use_fsdp=_optional_bool(env, ENV_USE_FSDP),
+            fsdp_wrap_classes=tuple(split_names(classes)) if classes else None,
+            fsdp_min_num_params=_parse_int(env, ENV_FSDP_MIN_NUM_PARAMS) if min_params else None,
+            fsdp_reshard_after_forward=_optional_bool(env, ENV_FSDP_RESHARD_AFTER_FORWARD),
+            fsdp_cpu_offload=_optional_bool(env, ENV_FSDP_CPU_OFFLOAD),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -75,6 +101,16 @@ class LauncherSettings:
             env[ENV_USE_CPU] = "1" if self.cpu else "0"
         if self.process_group_timeout_s is not None:
             env[ENV_PROCESS_GROUP_TIMEOUT] = str(self.process_group_timeout_s)
+        flags = {
+            ENV_USE_FSDP: self.use_fsdp,
+            ENV_FSDP_RESHARD_AFTER_FORWARD: self.fsdp_reshard_after_forward,
+            ENV_FSDP_CPU_OFFLOAD: self.fsdp_cpu_offload,
+        }
+        env.update({key: "1" if value else "0" for key, value in flags.items() if value is not None})
+        if self.fsdp_wrap_classes is not None:
+            env[ENV_FSDP_WRAP_CLASSES] = ",".join(self.fsdp_wrap_classes)
+        if self.fsdp_min_num_params is not None:
+            env[ENV_FSDP_MIN_NUM_PARAMS] = str(self.fsdp_min_num_params)
         return env
 
 
@@ -178,6 +214,15 @@ def _parse_float(key: str, raw: str) -> float:
     if value <= 0:
         raise LaunchEnvError(f"{key}={raw!r} must be positive")
     return value
+
+
+def split_names(raw: str) -> list[str]:
+    """Split a comma-separated list of class names: "Block, Head" gives ["Block", "Head"]."""
+    return [name.strip() for name in raw.split(",") if name.strip()]
+
+
+def _optional_bool(env: Mapping[str, str], key: str) -> bool | None:
+    return _parse_bool(env, key) if key in env else None
 
 
 def _parse_bool(env: Mapping[str, str], key: str) -> bool:

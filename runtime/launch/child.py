@@ -15,7 +15,8 @@ import time
 import traceback
 from types import TracebackType
 
-from runtime.process import ENV_ERROR_FILE
+from runtime.launch.prefix import PrefixedStream, rank_prefix
+from runtime.process import ENV_ERROR_FILE, ENV_RANK, ENV_TORCHRUN_REDIRECTS, ENV_TORCHRUN_TEE, ENV_WORLD_SIZE
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -24,6 +25,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args:
         raise SystemExit("usage: python -m runtime.launch.child SCRIPT [ARGS...]")
     script = os.path.abspath(args[0])
+    _prefix_output_lines()
     sys.argv = args
     # `python script.py` puts the script's folder first on sys.path, not the working directory.
     sys.path[0] = os.path.dirname(script)
@@ -45,6 +47,21 @@ def main(argv: list[str] | None = None) -> None:
         _exit(1)
     else:
         _leave_process_group()
+
+
+def _prefix_output_lines() -> None:
+    """With several ranks, put `[rankN]: ` before each line this process prints."""
+    if int(os.environ.get(ENV_WORLD_SIZE, "1") or 1) <= 1:
+        return
+    if any(os.environ.get(name, "0") not in ("", "0") for name in (ENV_TORCHRUN_TEE, ENV_TORCHRUN_REDIRECTS)):
+        return  # torchrun tees or redirects the output, and prefixes the lines itself
+    prefix = rank_prefix(int(os.environ.get(ENV_RANK, "0") or 0))
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if hasattr(stream, "reconfigure"):
+            # One write per line (a pipe or file would get blocks), so ranks do not mix within a line.
+            stream.reconfigure(line_buffering=True)
+        setattr(sys, name, PrefixedStream(stream, prefix))
 
 
 def _leave_process_group() -> None:

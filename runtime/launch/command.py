@@ -12,10 +12,20 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
-from runtime.process import MIXED_PRECISION_CHOICES, LauncherSettings
+from runtime.process import (
+    ENV_FSDP_CPU_OFFLOAD,
+    ENV_FSDP_MIN_NUM_PARAMS,
+    ENV_FSDP_RESHARD_AFTER_FORWARD,
+    ENV_FSDP_WRAP_CLASSES,
+    ENV_OMP_NUM_THREADS,
+    ENV_USE_FSDP,
+    MIXED_PRECISION_CHOICES,
+    LauncherSettings,
+)
 
 # Each worker runs the script through this module so an uncaught error reaches torchrun's error file.
 CHILD_MODULE = "runtime.launch.child"
@@ -38,6 +48,16 @@ class LaunchConfig:
     master_port: int | None = None
     mixed_precision: str | None = None
     cpu: bool = False
+    fsdp: bool = False
+    fsdp_wrap_classes: tuple[str, ...] = ()
+    fsdp_min_num_params: int | None = None
+    fsdp_reshard_after_forward: bool | None = None
+    fsdp_cpu_offload: bool | None = None
+
+    @property
+    def several_ranks(self) -> bool:
+        """More than one process in the job, so output lines need their rank."""
+        return self.nnodes * (self.nproc_per_node or 1) > 1
 
     def __post_init__(self) -> None:
         if self.nproc_per_node is not None and self.nproc_per_node < 1:
@@ -51,6 +71,11 @@ class LaunchConfig:
         if self.mixed_precision is not None and self.mixed_precision not in MIXED_PRECISION_CHOICES:
             choices = ", ".join(MIXED_PRECISION_CHOICES)
             raise LaunchConfigError(f"--mixed-precision must be one of {choices}, got {self.mixed_precision!r}")
+        if self.fsdp_min_num_params is not None and self.fsdp_min_num_params < 1:
+            raise LaunchConfigError(f"--fsdp-min-num-params must be at least 1, got {self.fsdp_min_num_params}")
+        fsdp_details = self.fsdp_wrap_classes or self.fsdp_min_num_params is not None
+        if not self.fsdp and (fsdp_details or self.fsdp_cpu_offload or self.fsdp_reshard_after_forward is not None):
+            raise LaunchConfigError("the --fsdp-* settings need --fsdp (or fsdp = true in [tool.accel-launch])")
 
 
 def resolve_defaults(config: LaunchConfig, cuda_devices: int, free_port: int | None = None) -> LaunchConfig:
@@ -64,8 +89,12 @@ def resolve_defaults(config: LaunchConfig, cuda_devices: int, free_port: int | N
     return dataclasses.replace(config, nproc_per_node=nproc, master_port=port)
 
 
-def torchrun_argv(config: LaunchConfig) -> list[str]:
-    """torchrun's command line for `config`; everything after the script is passed untouched."""
+def torchrun_argv(config: LaunchConfig, log_dir: str | None = None) -> list[str]:
+    """torchrun's command line for `config`; everything after the script is passed untouched.
+
+    Workers print straight to the terminal (with several ranks, launch/child.py puts each
+    line's rank before it); `log_dir` holds torchrun's error files.
+    """
     argv = [
         "--nnodes", str(config.nnodes),
         "--nproc-per-node", str(config.nproc_per_node or 1),
@@ -74,6 +103,8 @@ def torchrun_argv(config: LaunchConfig) -> list[str]:
     ]  # fmt: skip
     if config.master_port is not None:
         argv += ["--master-port", str(config.master_port)]
+    if log_dir is not None:
+        argv += ["--log-dir", log_dir]
     # No elastic restarts: a failed rank ends the job, as a plain script's error would.
     argv += ["--max-restarts", "0", "--module", CHILD_MODULE, config.script, *config.script_args]
     return argv
@@ -81,7 +112,42 @@ def torchrun_argv(config: LaunchConfig) -> list[str]:
 
 def script_env(config: LaunchConfig) -> dict[str, str]:
     """The variables that carry accel-launch's settings to the script (names in runtime.process)."""
-    return LauncherSettings(mixed_precision=config.mixed_precision, cpu=True if config.cpu else None).to_env()
+    env = LauncherSettings(mixed_precision=config.mixed_precision, cpu=True if config.cpu else None).to_env()
+    if config.fsdp:
+        env[ENV_USE_FSDP] = "1"
+        if config.fsdp_wrap_classes:
+            env[ENV_FSDP_WRAP_CLASSES] = ",".join(config.fsdp_wrap_classes)
+        if config.fsdp_min_num_params is not None:
+            env[ENV_FSDP_MIN_NUM_PARAMS] = str(config.fsdp_min_num_params)
+        if config.fsdp_reshard_after_forward is not None:
+            env[ENV_FSDP_RESHARD_AFTER_FORWARD] = "1" if config.fsdp_reshard_after_forward else "0"
+        if config.fsdp_cpu_offload is not None:
+            env[ENV_FSDP_CPU_OFFLOAD] = "1" if config.fsdp_cpu_offload else "0"
+    return env
+
+
+def launch_env(config: LaunchConfig, environ: Mapping[str, str], cpu_count: int) -> dict[str, str]:
+    """Everything accel-launch sets for a run: the script's settings and the threads per worker."""
+    env = script_env(config)
+    threads = omp_threads(config, environ, cpu_count)
+    if threads is not None:
+        env[ENV_OMP_NUM_THREADS] = threads
+    return env
+
+
+def omp_threads(config: LaunchConfig, environ: Mapping[str, str], cpu_count: int) -> str | None:
+    """OMP_NUM_THREADS for each worker when the user set none: this machine's cores shared
+    among its processes (torchrun would pick 1, and print a banner saying so)."""
+    nproc = config.nproc_per_node or 1
+    if environ.get(ENV_OMP_NUM_THREADS) or nproc == 1:
+        return None
+    return str(max(1, cpu_count // nproc))
+
+
+def usable_cpus() -> int:
+    """Cores this process may run on (its affinity, e.g. under a container's limit)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else (os.cpu_count() or 1)
 
 
 def find_free_port(host: str = "127.0.0.1") -> int:
@@ -101,8 +167,9 @@ def run(config: LaunchConfig) -> int:
 
     from runtime.launch.failure import describe_failure
 
-    args = torchrun.parse_args(torchrun_argv(config))
-    with scoped_environment(script_env(config)):
+    logs = tempfile.TemporaryDirectory(prefix="accel-launch-")  # torchrun's error files, removed after
+    args = torchrun.parse_args(torchrun_argv(config, log_dir=logs.name))
+    with logs, scoped_environment(launch_env(config, os.environ, usable_cpus())):
         try:
             torchrun.run(args)
         except ChildFailedError as error:

@@ -1,7 +1,9 @@
 """Prepares a model: device placement, autocast around forward, and the strategy's wrapper.
 
 The prepared model is a plain torch module (the model itself, or DistributedDataParallel
-around it), so state_dict keys, isinstance checks and hooks behave as users expect.
+around it), so state_dict keys, isinstance checks and hooks behave as users expect. Around
+DDP it also answers for the user's module (`model.generate`, `model.config`): see
+runtime/prepared/ddp.py, a deliberate difference from Accelerate.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 from runtime.distributed import Strategy
 from runtime.nested import map_tensors
 from runtime.precision import Precision
+from runtime.prepared.ddp import ForwardingDDP
 
 # Where the model's own forward is kept while the autocast one is installed.
 _ORIGINAL_FORWARD = "_accel_original_forward"
@@ -31,7 +35,11 @@ def prepare_model(
         # float32, so a script needs no `with autocast()` of its own.
         setattr(model, _ORIGINAL_FORWARD, model.forward)
         model.forward = _autocast_forward(model.forward, precision)
-    return strategy.wrap_model(model)
+    wrapped = strategy.wrap_model(model)
+    if type(wrapped) is DistributedDataParallel:
+        # The subclass adds behaviour only (no state), so the strategy keeps building plain DDP.
+        wrapped.__class__ = ForwardingDDP
+    return wrapped
 
 
 def remove_autocast(model: nn.Module) -> nn.Module:

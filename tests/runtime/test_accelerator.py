@@ -119,7 +119,9 @@ def test_unwrap_save_and_load_state_round_trip(tmp_path):
     fresh.load_state(tmp_path / "state")
     assert all(torch.equal(saved[k], v) for k, v in model2.state_dict().items())
     assert scheduler2.get_last_lr() == scheduler.get_last_lr()
-    assert torch.load(tmp_path / "weights" / "pytorch_model.bin").keys() == saved.keys()
+    from safetensors.torch import load_file
+
+    assert load_file(tmp_path / "weights" / "model.safetensors").keys() == saved.keys()
     more = Accelerator(cpu=True)
     more.prepare(*parts())
     more.prepare(nn.Linear(2, 1))  # a second model the checkpoint does not have

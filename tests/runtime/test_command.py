@@ -9,8 +9,25 @@ import pytest
 from typer.testing import CliRunner
 
 from runtime.launch import cli, command
-from runtime.launch.command import CHILD_MODULE, LaunchConfig, LaunchConfigError, resolve_defaults, script_env, torchrun_argv
-from runtime.process import ENV_MIXED_PRECISION, ENV_USE_CPU
+from runtime.launch.command import (
+    CHILD_MODULE,
+    LaunchConfig,
+    LaunchConfigError,
+    launch_env,
+    resolve_defaults,
+    script_env,
+    torchrun_argv,
+)
+from runtime.process import (
+    ENV_FSDP_CPU_OFFLOAD,
+    ENV_FSDP_MIN_NUM_PARAMS,
+    ENV_FSDP_RESHARD_AFTER_FORWARD,
+    ENV_FSDP_WRAP_CLASSES,
+    ENV_MIXED_PRECISION,
+    ENV_OMP_NUM_THREADS,
+    ENV_USE_CPU,
+    ENV_USE_FSDP,
+)
 
 
 def test_single_node_argv():
@@ -19,6 +36,8 @@ def test_single_node_argv():
         "--nnodes", "1", "--nproc-per-node", "2", "--node-rank", "0", "--master-addr", "127.0.0.1",
         "--master-port", "1234", "--max-restarts", "0", "--module", CHILD_MODULE, "train.py", "--lr", "0.1",
     ]  # fmt: skip
+    one = torchrun_argv(LaunchConfig(script="t.py", nproc_per_node=1), log_dir="/tmp/logs")
+    assert one[one.index("--log-dir") + 1] == "/tmp/logs"
 
 
 def test_multi_node_argv_without_port_leaves_torchrun_default():
@@ -54,6 +73,28 @@ def test_script_env_uses_the_runtime_constants():
     assert env == {ENV_MIXED_PRECISION: "bf16", ENV_USE_CPU: "1"}
 
 
+def test_fsdp_settings_reach_the_script_through_the_runtime_constants():
+    config = LaunchConfig(
+        script="t.py", fsdp=True, fsdp_wrap_classes=("Block", "Head"), fsdp_min_num_params=1000,
+        fsdp_reshard_after_forward=False, fsdp_cpu_offload=True,
+    )  # fmt: skip
+    assert script_env(config) == {
+        ENV_USE_FSDP: "1", ENV_FSDP_WRAP_CLASSES: "Block,Head", ENV_FSDP_MIN_NUM_PARAMS: "1000",
+        ENV_FSDP_RESHARD_AFTER_FORWARD: "0", ENV_FSDP_CPU_OFFLOAD: "1",
+    }  # fmt: skip
+    assert script_env(LaunchConfig(script="t.py", fsdp=True)) == {ENV_USE_FSDP: "1"}
+
+
+def test_threads_only_when_several_processes_share_the_machine():
+    two = LaunchConfig(script="t.py", nproc_per_node=2)
+    assert launch_env(two, {}, cpu_count=16) == {ENV_OMP_NUM_THREADS: "8"}
+    assert launch_env(two, {ENV_OMP_NUM_THREADS: "3"}, cpu_count=16) == {}
+    assert launch_env(LaunchConfig(script="t.py", nproc_per_node=4), {}, cpu_count=2)[ENV_OMP_NUM_THREADS] == "1"
+    assert launch_env(LaunchConfig(script="t.py", nproc_per_node=1), {}, cpu_count=16) == {}
+    two_nodes = LaunchConfig(script="t.py", nproc_per_node=1, nnodes=2)
+    assert launch_env(two_nodes, {}, cpu_count=16) == {}
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
@@ -62,6 +103,8 @@ def test_script_env_uses_the_runtime_constants():
         ({"nnodes": 2, "node_rank": 2}, "--node-rank"),
         ({"master_port": 70000}, "--master-port"),
         ({"mixed_precision": "fp8"}, "--mixed-precision"),
+        ({"fsdp_cpu_offload": True}, "need --fsdp"),
+        ({"fsdp": True, "fsdp_min_num_params": 0}, "--fsdp-min-num-params"),
     ],
 )
 def test_impossible_settings_are_refused(fields, message):
@@ -114,9 +157,13 @@ def test_cli_exit_status_is_the_run_status(monkeypatch, script):
 
 def test_python_dash_m_runtime_launch_is_the_cli(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["accel-launch", "--help"])
+    monkeypatch.setenv("COLUMNS", "200")  # rich cuts long option names on a narrow terminal
     with pytest.raises(SystemExit) as stop:
         runpy.run_module("runtime.launch", run_name="__main__", alter_sys=False)
     assert stop.value.code == 0
     help_text = capsys.readouterr().out
-    for option in ("--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--mixed-precision", "--cpu"):
+    options = ("--nproc-per-node", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--mixed-precision",
+               "--cpu", "--fsdp", "--fsdp-wrap-classes", "--fsdp-min-num-params", "--fsdp-reshard-after-forward",
+               "--fsdp-cpu-offload")  # fmt: skip
+    for option in options:
         assert option in help_text, f"{option} missing from --help"

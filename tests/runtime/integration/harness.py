@@ -54,7 +54,7 @@ def python_args(script: str, *script_args: str) -> list[str]:
     return [sys.executable, str(SCRIPTS / script), *script_args]
 
 
-def run(command: Sequence[str], cwd: Path, timeout: float = 180, env: dict[str, str] | None = None) -> Run:
+def run(command: Sequence[str], cwd: Path, timeout: float = 180, env: dict[str, str | None] | None = None) -> Run:
     """Run `command` to completion (or kill it at `timeout`) and clean up after it."""
     with started(command, cwd, env) as proc:
         try:
@@ -67,7 +67,7 @@ def run(command: Sequence[str], cwd: Path, timeout: float = 180, env: dict[str, 
 
 
 @contextlib.contextmanager
-def started(command: Sequence[str], cwd: Path, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen]:
+def started(command: Sequence[str], cwd: Path, env: dict[str, str | None] | None = None) -> Iterator[subprocess.Popen]:
     """Start `command` in its own session; on exit, kill its group and every tagged process."""
     tag = uuid.uuid4().hex
     proc = subprocess.Popen(
@@ -96,7 +96,7 @@ def surviving(proc: subprocess.Popen) -> list[str]:
     return [f"{p.pid} {' '.join(p.cmdline()[:4])}" for p in _tagged(proc.tag) if _alive(p)]  # type: ignore[attr-defined]
 
 
-def child_env(tag: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+def child_env(tag: str, extra: dict[str, str | None] | None = None) -> dict[str, str]:
     contract = {value for name, value in vars(process).items() if name.startswith("ENV_")}
     env = {k: v for k, v in os.environ.items() if k not in contract}  # no stray launch settings
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
@@ -106,7 +106,11 @@ def child_env(tag: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     if sys.platform.startswith("linux"):
         env["GLOO_SOCKET_IFNAME"] = "lo"  # gloo on 127.0.0.1 only
     env[_TAG] = tag
-    env.update(extra or {})
+    for key, value in (extra or {}).items():  # None: leave the variable out
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
     return env
 
 
