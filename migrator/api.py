@@ -69,10 +69,8 @@ def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | 
     if not any(word in before for word in _RELEVANT):
         return FileResult(path, FileStatus.UNCHANGED, before, before, encoding=module.encoding)
     try:
-        outcome = engine.migrate_module(module, path, config, registry.select(config), source=before)
+        outcome = engine.migrate_verified(module, path, config, registry.select(config), source=before)
         after = outcome.code
-        if after != before:
-            engine.verify(after, path)
     except Exception as exc:  # an internal bug: report it for this file, keep going
         message = f"internal error ({type(exc).__name__}: {exc}); please report this bug"
         return FileResult(path, FileStatus.FAILED, before, error=_error(path, 1, 1, "E999", message))

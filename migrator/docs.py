@@ -102,7 +102,10 @@ def _fix_sentence(rule: type[Rule]) -> str:
 def _example(rule: type[Rule], number: int, example) -> list[str]:
     where = ", ".join(example.at) if example.at else "—"
     lines = [f"Example {number}, reported at {where}:", "", "```python", example.before.rstrip("\n"), "```", ""]
-    if example.after is None:
+    if example.refused is not None:
+        lines += ["A migration that would write this is refused, and the file is left as it is:", "",
+                  "```python", example.refused.rstrip("\n"), "```", ""]
+    elif example.after is None:
         lines += ["Left as it is (report only).", ""]
     else:
         lines += ["After `accel-migrate --write`:", "", "```python", example.after.rstrip("\n"), "```", ""]

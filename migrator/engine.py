@@ -241,6 +241,50 @@ def verify(code: str, path: str) -> None:
         raise VerificationError(f"migrated code does not compile: {exc}") from exc
 
 
+def migrate_verified(
+    module: cst.Module, path: str, config: Config, rules: Sequence[type[Rule]], source: str
+) -> EngineOutcome:
+    """migrate_module, then hold the result to what a distributed program needs
+    (migrator/verify/). A result that fails is not kept: the module comes back as it was,
+    with the findings a lint run gives (none of them fixed) and one finding per reason."""
+    outcome = migrate_module(module, path, config, rules, source=source)
+    if outcome.code == source:
+        return _not_silent(outcome, path, source)
+    if not config.fix:
+        return outcome
+    verify(outcome.code, path)
+    from migrator.verify import verify as verify_migration  # pyflakes loads only when needed
+
+    problems = verify_migration(source, outcome.code)
+    if not any(p.blocking for p in problems):
+        notes = tuple(_refusal(path, p) for p in problems)  # at the original's lines, like fixed findings
+        return replace(outcome, findings=outcome.findings + notes) if notes else outcome
+    lint = migrate_module(module, path, replace(config, fix=False), rules, source=source)
+    kept = tuple(replace(f, fixable=False, unsafe_fix=False) for f in lint.findings)
+    refusals = tuple(_refusal(path, p) for p in problems if p.blocking)
+    return EngineOutcome(module, kept + refusals, code=source)
+
+
+def _not_silent(outcome: EngineOutcome, path: str, source: str) -> EngineOutcome:
+    """A file that trains by hand and got no edit and no finding is reported (AM916)."""
+    if outcome.findings or "backward" not in source and "step(" not in source and "clip_grad" not in source:
+        return outcome
+    from migrator.verify.silence import silent_training
+
+    found = tuple(_refusal(path, p) for p in silent_training(source))
+    return replace(outcome, findings=found) if found else outcome
+
+
+def _refusal(path: str, problem) -> Finding:
+    """A verifier problem as a finding; the rule modules AM950-AM959 hold names and docs."""
+    from migrator.registry import all_rules
+
+    rule = next((r for r in all_rules() if r.code == problem.code), None)
+    name = rule.name if rule is not None else problem.code.lower()
+    at = Position(problem.line, problem.col)
+    return Finding(path, at, at, problem.code, name, problem.message)
+
+
 def _start(analysis: ScriptAnalysis, node: cst.CSTNode) -> tuple[int, int]:
     start = analysis.position(node).start
     return (start.line, start.column)

@@ -9,6 +9,10 @@ import enum
 from dataclasses import dataclass, field
 
 
+# The verifier's codes (AM950-AM959): a finding with one means the file was left as written.
+REFUSAL_PREFIX = "AM95"
+
+
 class Severity(enum.Enum):
     """How serious a finding is; `error` is reserved for input and internal errors."""
 
@@ -90,6 +94,11 @@ class FileResult:
     @property
     def changed(self) -> bool:
         return self.status is FileStatus.CHANGED
+
+    @property
+    def refused(self) -> bool:
+        """The migration was not coherent, so the file was left as written (AM95x)."""
+        return any(f.code.startswith(REFUSAL_PREFIX) for f in self.findings)
 
     @property
     def remaining(self) -> tuple[Finding, ...]:

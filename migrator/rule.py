@@ -42,6 +42,9 @@ class Example:
     after: str | None = None
     at: tuple[str, ...] = ()
     path: str = "example.py"  # the file it is checked as; "example.ipynb": a notebook's cells
+    # For the verifier's codes: a migration of `before` that the verifier refuses (checked
+    # against the verifier alone, so the example stays true as the rules improve).
+    refused: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,9 @@ class Rule(cst.BatchableCSTVisitor):
     safety: ClassVar[Safety] = Safety.SAFE
     targets: ClassVar[frozenset[Target]] = frozenset(Target)
     examples: ClassVar[tuple[Example, ...]] = ()
+    # True for the AM95x codes: the engine's verifier reports them when it refuses a
+    # migration (migrator/verify/); the rule class only names and documents the code.
+    reported_by_verifier: ClassVar[bool] = False
 
     def __init__(self, analysis: "ScriptAnalysis", ctx: RuleContext) -> None:
         super().__init__()

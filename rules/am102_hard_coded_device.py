@@ -4,18 +4,33 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis.device_choice import DeviceChoice
+from migrator.analysis.device_strings import string_uses, string_valued
+from migrator.analysis.options import option_status, with_option
 from migrator.cst import removal_node
-from migrator.edits import remove, replace
+from migrator.edits import Edit, remove, replace
 from migrator.rule import Example, FixAvailability, Rule
+
+
+_STRING_NOTE = " (now a torch.device: where it was used as a string it reads `{name}.type` or `str({name})`)"
 
 
 class HardCodedDevice(Rule):
     """## What it does
     Finds `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` and its
-    variants (plain strings, `"cuda:0"`, `args.device`, a `use_cuda` flag). While the
-    name is still used once device moves are gone (`torch.zeros(n, device=device)`, or
-    passed to a function that takes `device`), it becomes `device = accelerator.device`;
-    when nothing uses it any more, the assignment goes.
+    variants (plain strings, `"cuda:0"`, `args.device`, `torch.accelerator.current_accelerator()`,
+    an if/elif/else cascade whose branches only pick the device). While the name is still
+    used once device moves are gone (`torch.zeros(n, device=device)`, a model rebuilt for
+    inference, or passed to a function that takes `device`), the choice becomes one line,
+    `device = accelerator.device`; when nothing uses it any more, it goes.
+
+    The user's own choice of the CPU is kept: `--no-cuda`, `--no-accel`, `--cpu`,
+    `--device cpu` (read through flags such as `use_cuda = not args.no_cuda and
+    torch.cuda.is_available()`) become `Accelerator(cpu=<when the user asked for the CPU>)`,
+    e.g. `cpu=args.no_cuda`; availability checks are dropped because the Accelerator falls
+    back to the CPU by itself. A device that was a string and is compared or searched as
+    one (`device == "cuda"`, `"cuda" in device`, `autocast(device_type=device)`) reads
+    `device.type` or `str(device)` in the same fix.
 
     ## Why is this bad?
     On N processes every process must use its own device; a hand-picked `"cuda"` puts
@@ -23,24 +38,31 @@ class HardCodedDevice(Rule):
 
     ## Example
     ```python
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    use_cuda = not args.no_cuda and torch.cuda.is_available()
+    device = torch.device("cuda" if use_cuda else "cpu")
     noise = torch.randn(8, 100, device=device)
     ```
 
     Use instead:
     ```python
+    accelerator = Accelerator(cpu=args.no_cuda)
+    use_cuda = not args.no_cuda and torch.cuda.is_available()
     device = accelerator.device
     noise = torch.randn(8, 100, device=device)
     ```
 
     ## Known limits
-    In code that already has an Accelerator, a device variable assigned before the
+    A choice the migrator cannot read, different CPU conditions in several places, or a
+    condition whose names do not exist where the Accelerator is created is left as
+    written and reported with the `cpu=` to pass by hand. A function that neither trains
+    nor loses a device move to prepare() (an inference helper) keeps its own choice. In
+    code that already has an Accelerator, a device variable assigned before the
     Accelerator exists is reported, not rewritten.
     """
 
     code = "AM102"
     name = "hard-coded-device"
-    message = "`{name}` is chosen by hand; use the Accelerator's device"
+    message = "`{name}` is chosen by hand; use the Accelerator's device{note}"
     fix_title = "Use `accelerator.device` (or drop the unused variable)"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -61,24 +83,128 @@ class HardCodedDevice(Rule):
         analysis = self.analysis
         if not analysis.migrating:
             return
+        choices = analysis.patterns.devices if analysis.patterns is not None else ()
+        in_choice = {id(b) for c in choices if not c.flag for b in c.bindings}
+        for choice in choices:
+            if not choice.flag:
+                self._choice(choice)
         for var in analysis.device_variables:
-            binding = var.binding
-            small = analysis.statement_of(binding.target)
-            if not isinstance(small, cst.Assign) or len(small.targets) != 1 or small.value is not binding.value:
-                continue
-            if cst.Module([]).code_for_node(small.value).strip() == f"{analysis.accelerator}.device":
-                continue  # `self.device = self.accelerator.device`: already the Accelerator's
-            unused = "." not in var.name and not analysis.surviving_device_uses.get(var.name)
-            if unused:
-                line = analysis.parent(small)
-                self.report(small, edits=[remove(removal_node(line, small))], name=var.name)
-            elif self._defined_after_accelerator(small) and analysis.accelerator_at(small) is not None:
-                new_value = cst.parse_expression(f"{analysis.accelerator_at(small)}.device")
-                self.report(small, edits=[replace(small.value, new_value)], name=var.name)
-            else:
-                self.report(small, name=var.name)
+            if id(var.binding) not in in_choice:
+                self._single(var)
 
-    def _defined_after_accelerator(self, small: cst.Assign) -> bool:
+    def _choice(self, choice: DeviceChoice) -> None:
+        """A device picked in one statement or one if/elif/else cascade: one line
+        `device = accelerator.device` (the user's CPU choice goes to `cpu=`), or nothing
+        when no use of it is left."""
+        analysis = self.analysis
+        statement = choice.statement
+        if isinstance(statement, cst.Assign):
+            value = statement.value
+            if cst.Module([]).code_for_node(value).strip() == f"{analysis.accelerator}.device":
+                return  # `self.device = self.accelerator.device`: already the Accelerator's
+            if len(statement.targets) != 1:
+                return
+        if not self._acts_in(choice):
+            return
+        unused = "." not in choice.name and not analysis.surviving_device_uses.get(choice.name)
+        asks_cpu = choice.cpu not in (None, "False")
+        edits: list[Edit] = []
+        note = ""
+        if asks_cpu and not self._training_choice(choice):
+            self.report(statement, name=choice.name, note=" (left as written: this function picks its own device apart from the one that trains; make it `accelerator.device` by hand)")
+            return
+        if asks_cpu:
+            call, option, problem = option_status(analysis, "cpu")
+            if problem is None and analysis.patterns is not None and analysis.patterns.cpu_problem is not None:
+                problem = analysis.patterns.cpu_problem
+            if problem is not None:
+                self.report(statement, name=choice.name, note=f" (left as written: the user's choice of the CPU cannot become `Accelerator(cpu=...)`: {problem})")
+                return
+            if call is not None and option is not None:
+                edits.append(replace(call, with_option(call, option)))
+            note = f" (the CPU choice becomes `Accelerator(cpu={choice.cpu})`)"
+        elif choice.cpu is None:
+            why = choice.reason or "the device is computed in a way the migrator cannot read"
+            self.report(statement, name=choice.name, note=f" (left as written: {why}; pass `cpu=` to the Accelerator by hand if the script can train on the CPU)")
+            return
+        line = statement if isinstance(statement, cst.If) else analysis.parent(statement)
+        if unused:
+            edits.append(remove(statement if isinstance(statement, cst.If) else removal_node(line, statement)))
+        else:
+            accelerator = analysis.accelerator_at(statement)
+            if accelerator is None or not self._defined_after_accelerator(statement):
+                self.report(statement, name=choice.name, note="")
+                return
+            new_value = cst.parse_expression(f"{accelerator}.device")
+            if any(string_valued(b.value) for b in choice.bindings):
+                strings = self._string_uses(choice.name, choice.scope)
+                edits += strings
+                note += _STRING_NOTE.format(name=choice.name) if strings else ""
+            if isinstance(statement, cst.If):
+                new = cst.SimpleStatementLine(
+                    [cst.Assign([cst.AssignTarget(cst.parse_expression(choice.name))], new_value)],
+                    leading_lines=statement.leading_lines,
+                )
+                edits.append(replace(statement, new))
+            else:
+                edits.append(replace(statement.value, new_value))
+        self.report(statement, edits=edits, name=choice.name, note=note)
+
+    def _string_uses(self, name: str, scope: cst.CSTNode) -> list[Edit]:
+        """The variable becomes a torch.device: `device == "cuda"` reads `device.type`,
+        `"cuda" in device` reads `str(device)`, `autocast(device_type=device)` the type."""
+        edits = []
+        for use in string_uses(self.analysis.facts, name, scope, self.analysis.parent):
+            if use.kind == "type":
+                new: cst.BaseExpression = cst.Attribute(use.node, cst.Name("type"))
+            else:
+                new = cst.Call(cst.Name("str"), [cst.Arg(use.node)])
+            edits.append(replace(use.node, new))
+        return edits
+
+    def _training_choice(self, choice: DeviceChoice) -> bool:
+        """Made where the script trains (or at module level): its CPU choice is the
+        Accelerator's."""
+        analysis = self.analysis
+        block = analysis.training_block
+        return isinstance(choice.scope, cst.Module) or (block is not None and choice.scope is block.scope)
+
+    def _acts_in(self, choice: DeviceChoice) -> bool:
+        """A choice in a function that neither trains nor loses a device move to prepare()
+        (an inference helper such as `stylize(args)`) picks its own device for its own
+        tensors: it is left alone."""
+        if self._training_choice(choice):
+            return True
+        analysis = self.analysis
+        scope = choice.scope
+        for move in analysis.device_moves:
+            if id(move.call) in analysis.droppable_moves and analysis.scope_of(move.call) is scope:
+                return True
+        prepared = analysis.prepared
+        return any(load.scope is scope and load.name in prepared for load in analysis.facts.loads)
+
+    def _single(self, var) -> None:
+        analysis = self.analysis
+        binding = var.binding
+        small = analysis.statement_of(binding.target)
+        if not isinstance(small, cst.Assign) or len(small.targets) != 1 or small.value is not binding.value:
+            return
+        if cst.Module([]).code_for_node(small.value).strip() == f"{analysis.accelerator}.device":
+            return  # `self.device = self.accelerator.device`: already the Accelerator's
+        unused = "." not in var.name and not analysis.surviving_device_uses.get(var.name)
+        if unused:
+            line = analysis.parent(small)
+            self.report(small, edits=[remove(removal_node(line, small))], name=var.name, note="")
+        elif self._defined_after_accelerator(small) and analysis.accelerator_at(small) is not None:
+            new_value = cst.parse_expression(f"{analysis.accelerator_at(small)}.device")
+            edits = [replace(small.value, new_value)]
+            strings = self._string_uses(var.name, binding.scope) if string_valued(small.value) else []
+            edits += strings
+            self.report(small, edits=edits, name=var.name, note=_STRING_NOTE.format(name=var.name) if strings else "")
+        else:
+            self.report(small, name=var.name, note="")
+
+    def _defined_after_accelerator(self, small: cst.CSTNode) -> bool:
         analysis = self.analysis
         if not analysis.has_accelerator:
             return True

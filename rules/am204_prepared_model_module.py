@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.analysis import dotted_name
-from migrator.analysis.prepared import accelerator_name_at, holds_prepared_model, prepared_models
+from migrator.analysis.prepared import accelerator_name_at
+from migrator.analysis.wrapped import wrapped_uses
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -38,8 +38,9 @@ class PreparedModelModule(Rule):
     ```
 
     ## Known limits
-    A model passed to a function as a parameter is not followed. Assigning to
-    `model.module` is reported without a fix.
+    A model passed to a plain function is followed (`def export(m): m.module...` called
+    with the prepared model); one reached through a container or a method's parameter is
+    not. Assigning to `model.module` is reported without a fix.
 
     ## See also
     - huggingface/transformers#18974: `'DistributedDataParallel' object has no attribute
@@ -70,20 +71,12 @@ class PreparedModelModule(Rule):
     )
 
     def visit_Module(self, node: cst.Module) -> None:
-        analysis = self.analysis
-        models = prepared_models(analysis)
-        heads = {name.split(".")[0] for name in models}
-        for load in analysis.facts.loads:
-            if load.name in heads:
-                self._check(_module_attribute(analysis, load.node, models), models)
+        for use in wrapped_uses(self.analysis):
+            if use.attr == "module":
+                self._check(use.attribute, use.name)
 
-    def _check(self, found: tuple[cst.Attribute, str] | None, models: dict[str, list[cst.Call]]) -> None:
-        if found is None:
-            return
-        node, name = found
-        if not holds_prepared_model(self.analysis, node, name, models):
-            return
-        accelerator = accelerator_name_at(self.analysis, node)
+    def _check(self, node: cst.Attribute, name: str) -> None:
+        accelerator = self.analysis.accelerator_at(node) or accelerator_name_at(self.analysis, node)
         if self._stored(node) or accelerator is None:
             self.report(node, name=name)
             return
@@ -97,16 +90,3 @@ class PreparedModelModule(Rule):
             isinstance(up, (cst.AugAssign, cst.AnnAssign)) and up.target is node
         )
 
-
-def _module_attribute(analysis, head: cst.Name, models) -> tuple[cst.Attribute, str] | None:
-    """`model.module` (or `self.model.module`) starting at the load `head`, with the
-    prepared name it reads."""
-    current: cst.CSTNode = head
-    while True:
-        up = analysis.parent(current)
-        if not (isinstance(up, cst.Attribute) and up.value is current):
-            return None
-        name = dotted_name(current)
-        if up.attr.value == "module" and name in models:
-            return up, name
-        current = up

@@ -13,7 +13,9 @@ class DistributedSampler(Rule):
     """## What it does
     Removes a hand-made `DistributedSampler`: its definition (also
     `DistributedSampler(ds) if args.distributed else None`), the `sampler=` argument of
-    the DataLoader, and `sampler.set_epoch(epoch)` (with an `if` that only guarded it).
+    the DataLoader, and `sampler.set_epoch(epoch)` (with an `if` that only guarded it),
+    also when reached through the loader (`loader.sampler.set_epoch(epoch)`,
+    `self.train_data.sampler.set_epoch(epoch)`) once no DistributedSampler is left.
     The DataLoader gets the sampler's shuffling: `shuffle=(train_sampler is None)` becomes
     `shuffle=True` (`shuffle=False` for `DistributedSampler(ds, shuffle=False)`).
     `RandomSampler(ds) if args.local_rank == -1 else DistributedSampler(ds)` keeps the
@@ -89,6 +91,12 @@ class DistributedSampler(Rule):
                 self.report(sampler.statement, name=sampler.name, note=note)
             else:
                 self.report(sampler.statement, edits=facts.removal(sampler.statement), name=sampler.name, note="")
+        orphans = facts.orphan_set_epochs
+        together = facts.removal(orphans[0]) if orphans else None  # also carries the `sampler=` edits
         for arg in facts.inline_samplers:
-            edits = [sampler_arg_edit(arg)]
+            edits = together if together is not None else [sampler_arg_edit(arg)]
             self.report(arg.arg, edits=edits, remove_imports=facts.import_cleanup, name="DistributedSampler(...)", note="")
+        for statement in orphans:
+            code = cst.Module([]).code_for_node(statement).strip()
+            note = f" (`{code[:60]}` goes with it: a plain sampler has no set_epoch, the prepared loader reshuffles)"
+            self.report(statement, edits=facts.removal(statement), name="DistributedSampler", note=note)

@@ -5,12 +5,10 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
-from migrator.analysis.branches import accelerator_method
 from migrator.analysis.prepared import accelerator_name_at, holds_prepared_model, prepared_models
+from migrator.analysis.saving import state_dict_saved
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
-
-_SAVES = {"torch.save", "safetensors.torch.save_file", "safetensors.torch.save_model"}
 
 
 class SaveWrappedModel(Rule):
@@ -80,9 +78,6 @@ class SaveWrappedModel(Rule):
         models = prepared_models(analysis)
         if not models:
             return
-        saves = [c.node for c in analysis.facts.calls if self._is_save(c.node)]
-        if not saves:
-            return
         loads_into_prepared = any(
             c.func and c.func.endswith(".load_state_dict") and c.func.rsplit(".", 1)[0] in models
             for c in analysis.facts.calls
@@ -94,7 +89,7 @@ class SaveWrappedModel(Rule):
             name = dotted_name(func.value)
             if name is None or not holds_prepared_model(analysis, fact.node, name, models):
                 continue
-            if not self._saved(fact.node, saves):
+            if not state_dict_saved(analysis, fact.node):
                 continue
             accelerator = accelerator_name_at(analysis, fact.node)
             if accelerator is None:
@@ -102,29 +97,3 @@ class SaveWrappedModel(Rule):
                 continue
             new = cst.parse_expression(f"{accelerator}.unwrap_model({name})")
             self.report(fact.node, edits=[replace(func.value, new)], unsafe=loads_into_prepared, name=name)
-
-    def _is_save(self, call: cst.Call) -> bool:
-        analysis = self.analysis
-        if accelerator_method(call, analysis.accelerator_names) == "save":
-            return True
-        return (analysis.imports.qualify(call.func) or "") in _SAVES
-
-    def _saved(self, call: cst.Call, saves: list[cst.Call]) -> bool:
-        """Inside a save call's arguments, or assigned to a name a later save call takes."""
-        analysis = self.analysis
-        current = analysis.parent(call)
-        while current is not None and not isinstance(current, cst.BaseStatement):
-            if any(current is s for s in saves):
-                return True
-            current = analysis.parent(current)
-        small = analysis.statement_of(call)
-        if not isinstance(small, cst.Assign) or len(small.targets) != 1:
-            return False
-        name = dotted_name(small.targets[0].target)
-        scope = analysis.scope_of(call)
-        line = analysis.position(call).start.line
-        return any(
-            analysis.scope_of(s) is scope and analysis.position(s).start.line > line
-            and any(dotted_name(a.value) == name for a in s.args)
-            for s in saves
-        )

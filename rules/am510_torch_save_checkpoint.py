@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.analysis.saving import Save, saves
+from migrator.analysis.saving import Save, barrier_anchor, paired_loads, saves
 from migrator.edits import Edit, Fix, insert_before, replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -16,7 +16,10 @@ class TorchSaveCheckpoint(Rule):
     (`model.state_dict()` → `accelerator.unwrap_model(model).state_dict()`,
     `torch.save(model, f)` → `accelerator.save(accelerator.unwrap_model(model), f)`), and
     puts `accelerator.wait_for_everyone()` before it, so every process has finished the
-    step being saved.
+    step being saved, and before each later `torch.load` of the same path, so no process
+    reads the file before the main process has written it. A path that differs on every
+    process (built from the rank, or inside a `TemporaryDirectory()` each process makes)
+    is left alone: each process writes and reads its own file.
 
     ## Why is this bad?
     On N processes every process writes the same file at once (a corrupt checkpoint on
@@ -28,9 +31,12 @@ class TorchSaveCheckpoint(Rule):
     `wait_for_everyone()` must be reached by every process. It goes right before the
     statement with the save, lifted out of any `if` around it (`if rank == 0:`,
     `if is_best:`, `if epoch % 10 == 0:`): a condition that is true on one process only
-    would leave the others waiting forever. No barrier is written where only the main
-    process runs (a function called only under `if accelerator.is_main_process:`, code
-    after `if not accelerator.is_main_process: return`).
+    would leave the others waiting forever. In a function called under an `if`
+    (`if gpu_id == 0: self._save_checkpoint(epoch)`) it goes before that call, lifted the
+    same way. No barrier is written where only the main process runs (a function called
+    only under `if accelerator.is_main_process:`, code after
+    `if not accelerator.is_main_process: return`), or where a function saving under an
+    `if` has several callers.
 
     ## Example
     ```python
@@ -93,20 +99,61 @@ class TorchSaveCheckpoint(Rule):
             edits = [e for save, accelerator in group for e in self._edits(save, accelerator)]
             accelerator = group[0][1]
             anchor = self._first_of_run(group[0][0].anchor, anchors) if group[0][0].anchor is not None else None
-            if anchor is not None and not self._waits_before(anchor, accelerator):
-                edits.append(insert_before(anchor, cst.parse_statement(f"{accelerator}.wait_for_everyone()\n")))
+            if anchor is not None:
+                accelerator = self._reach(anchor, group[0][0].call, accelerator)
+            if anchor is not None and accelerator is not None:
+                if not self._waits_before(anchor, accelerator):
+                    edits.append(insert_before(anchor, cst.parse_statement(f"{accelerator}.wait_for_everyone()\n")))
+            edits += self._barriers_before_loads(group, {id(anchor)} if anchor is not None else set())
             fix = Fix(tuple(edits))
             for save, _ in group:
                 self.report(save.call, edits=fix, wrapped=_wrapped(save), note="")
 
     def _edits(self, save: Save, accelerator: str) -> list[Edit]:
         """Small edits, so that the rewrites of other rules around them still apply in
-        the same pass: the callee, and each saved model."""
+        the same pass: the callee, and each saved model. A file opened by
+        `with open(path, "wb") as f:` is opened on the main process only: every process
+        opening it would truncate what the main process writes."""
         edits: list[Edit] = [replace(save.call.func, cst.parse_expression(f"{accelerator}.save"))]
         for model in save.models:
             code = cst.Module([]).code_for_node(model).strip()
             reach = self.analysis.accelerator_at(model) or accelerator
             edits.append(replace(model, cst.parse_expression(f"{reach}.unwrap_model({code})")))
+        opened = save.opened
+        if opened is None or self._main_only(opened):
+            return edits
+        table = {id(e.node): e.replacement for e in edits}
+        inner = opened.visit(_Swap(table)).with_changes(leading_lines=[])
+        test = cst.parse_expression(f"{accelerator}.is_main_process")
+        guarded = cst.If(test=test, body=cst.IndentedBlock([inner]), leading_lines=opened.leading_lines)
+        return [replace(opened, guarded)]
+
+    def _main_only(self, node: cst.CSTNode) -> bool:
+        branches = self.analysis.branches
+        branch = branches.branch_of(node)
+        return branch.audience.name == "MAIN" if branch is not None else branches.runs_only_on_main(node)
+
+    def _reach(self, anchor: cst.CSTNode, save: cst.Call, accelerator: str) -> str | None:
+        """The Accelerator as code at `anchor` sees it: the save's own in its function; in
+        a caller the barrier was lifted to, what reaches there (None: no barrier)."""
+        analysis = self.analysis
+        if analysis.scope_of(anchor) is analysis.scope_of(save):
+            return analysis.accelerator_at(anchor) or accelerator
+        return analysis.accelerator_at(anchor)
+
+    def _barriers_before_loads(self, group: list[tuple[Save, str]], taken: set[int]) -> list[Edit]:
+        """`wait_for_everyone()` before each `torch.load` of a file this group now writes on
+        the main process only: the other processes would read it missing or half-written."""
+        edits: list[Edit] = []
+        for save, _ in group:
+            for load in paired_loads(self.analysis, save.call):
+                accelerator = self.analysis.accelerator_at(load)
+                anchor = barrier_anchor(self.analysis, load)
+                if accelerator is None or anchor is None or id(anchor) in taken:
+                    continue
+                taken.add(id(anchor))
+                if not self._waits_before(anchor, accelerator):
+                    edits.append(insert_before(anchor, cst.parse_statement(f"{accelerator}.wait_for_everyone()\n")))
         return edits
 
     def _first_of_run(self, anchor: cst.CSTNode, anchors: set[int]) -> cst.CSTNode:
@@ -131,3 +178,14 @@ class TorchSaveCheckpoint(Rule):
 
 def _wrapped(save: Save) -> str:
     return " with the wrapped model" if save.models else ""
+
+
+class _Swap(cst.CSTTransformer):
+    """Replaces nodes by identity (id of the original node → its replacement)."""
+
+    def __init__(self, table: dict) -> None:
+        super().__init__()
+        self._table = table
+
+    def on_leave(self, original_node, updated_node):  # type: ignore[override]
+        return self._table.get(id(original_node), updated_node)

@@ -17,7 +17,18 @@ class UngatheredMetrics(Rule):
     the model call), so `pred = output.argmax(1)`, `correct += ...`, `total += ...` and
     `test_loss += ...` cover every process's samples. A Hugging Face
     `metric.add_batch(predictions=..., references=...)` gets its arguments gathered
-    instead, as run_glue_no_trainer does.
+    instead, as run_glue_no_trainer does. Three shapes get more care:
+
+    - a 0-d loss bound in the loop (`loss = criterion(logits, y)`, `loss = outputs.loss`)
+      is reduced where it is computed, `loss = accelerator.reduce(loss, reduction="mean")`
+      (`"sum"` when the criterion sums): gathering it would give N numbers;
+    - references read from a batch dict are gathered alone, with the predictions:
+      `predictions, labels = accelerator.gather_for_metrics((predictions, batch["labels"]))`,
+      and the metric reads `labels`;
+    - when the loop uses a gathered value again with this process's shape
+      (`recon.view(args.batch_size, ...)`), the values are gathered into new names
+      (`all_recon`) that only the metric reads, or, when the metric reads a value
+      computed from them (`pred = out.argmax(1)`), that value is gathered instead.
 
     ## Why is this bad?
     Each process evaluates 1/N of the data, so a count (`correct`) covers 1/N of the
@@ -45,8 +56,10 @@ class UngatheredMetrics(Rule):
 
     ## Known limits
     Gathering the batch's inputs (when a metric reads them, e.g. `images.size(0)`) moves
-    them between processes too. Loops where a metric is counted under a condition, or
-    reads `batch["labels"]` directly, are reported by AM514 and left as they are.
+    them between processes too. A reduced loss counts the samples the last batch repeats
+    to even out the processes (`gather_for_metrics` drops them; `reduce` cannot). Loops
+    where a metric is counted under a condition, reads two keys of a batch dict, or reads
+    a loss already turned into a Python number are reported by AM514 and left as they are.
     """
 
     code = "AM513"
@@ -89,12 +102,25 @@ class UngatheredMetrics(Rule):
 
     def _edits(self, gather: MetricsGather, accelerator: str) -> list[Edit]:
         edits: list[Edit] = []
+        after: dict[int, tuple[cst.CSTNode, list[cst.SimpleStatementLine]]] = {}
+        for name, reduction, bound in gather.reductions:  # a 0-d loss: one number for all processes
+            code = f'{name} = {accelerator}.reduce({name}, reduction="{reduction}")\n'
+            after.setdefault(id(bound), (bound, []))[1].append(cst.parse_statement(code))  # type: ignore[arg-type]
         if gather.names:
-            statement = _gather_statement(accelerator, list(gather.names), list(gather.names))
+            statement = _gather_statement(accelerator, list(gather.names), list(gather.values or gather.names))
             if gather.after is not None:
-                edits.append(insert_after(gather.after, statement))
+                after.setdefault(id(gather.after), (gather.after, []))[1].append(statement)
             else:
                 edits.append(insert_before(gather.loop.body.body[0], statement))  # type: ignore[attr-defined]
+        edits += [insert_after(anchor, *statements) for anchor, statements in after.values()]
+        renames = dict(gather.renames)
+        keyword_calls = {id(a.call) for a in gather.arg_gathers}
+        for small in gather.statements if renames else ():
+            if isinstance(small, cst.Expr) and id(small.value) in keyword_calls:
+                continue
+            renamed = small.visit(_Rename(renames))
+            if not renamed.deep_equals(small):
+                edits.append(replace(small, renamed))
         for arg_gather in gather.arg_gathers:
             names = [name for name, _ in arg_gather.args]
             values = [cst.Module([]).code_for_node(arg.value).strip() for _, arg in arg_gather.args]
@@ -106,6 +132,29 @@ class UngatheredMetrics(Rule):
             if any(a is not b for a, b in zip(new_args, (arg for _, arg in arg_gather.args))):
                 edits.append(replace(arg_gather.call, arg_gather.call.with_changes(args=new_args)))
         return edits
+
+
+class _Rename(cst.CSTTransformer):
+    """Reads of the gathered values under their new names: `batch["labels"]` -> `labels`,
+    `recon_batch` -> `all_recon_batch` (attribute names and keywords stay)."""
+
+    def __init__(self, renames: dict[str, str]) -> None:
+        super().__init__()
+        self.renames = renames
+
+    def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.BaseExpression:
+        new = self.renames.get(cst.Module([]).code_for_node(original))
+        return cst.Name(new) if new is not None else updated
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        new = self.renames.get(original.value)
+        return cst.Name(new) if new is not None else updated
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg:
+        return updated.with_changes(keyword=original.keyword)
 
 
 def _gather_statement(accelerator: str, names: list[str], values: list[str]) -> cst.SimpleStatementLine:

@@ -11,9 +11,12 @@ class UngatherableMetrics(Rule):
     """## What it does
     Reports evaluation loops over a prepared dataloader whose metrics count only this
     process's share of the data, where AM513 cannot place the gather: a metric counted
-    under a condition or in a nested loop, a metric reading `batch["labels"]` directly
-    (gathering the whole batch would move inputs of different lengths), or a metric
-    counted before the model output it needs.
+    under a condition or in a nested loop, a metric reading several keys of a batch dict
+    (`batch["labels"]` and `batch["alt"]`: gathering the whole batch would move inputs of
+    different lengths), a metric counted before the model output it needs, a loss read
+    as a Python number (`loss = criterion(out, y).item()`: only a tensor can be reduced),
+    or a count computed in the loop (`hits = (pred == y).sum()`) from an output the loop
+    uses again with this process's shape.
 
     ## Why is this bad?
     On N processes the metric covers 1/N of the samples (and differs between processes).

@@ -4,27 +4,41 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.analysis import Role
+from migrator.analysis import Role, dotted_name
+from migrator.analysis.unreached import in_unreached_function, unreached_functions
 from migrator.rule import Example, Rule
+
+_CLIPS = {"clip_grad_norm_": "clip_grad_norm_", "clip_grad_norm": "clip_grad_norm_", "clip_grad_value_": "clip_grad_value_"}
 
 
 class OptimizerFreeTraining(Rule):
     """## What it does
     Reports a script that calls `.backward()` but has no optimizer the migrator can find
     (parameters are updated by hand, `p.data.add_(p.grad, alpha=-lr)`, as in
-    pytorch/examples word_language_model). Nothing in the script is changed.
+    pytorch/examples word_language_model): the first backward, and every
+    `clip_grad_norm_`/`clip_grad_value_`. Nothing in the script is changed.
 
     ## Why is this bad?
-    The migration is built around what `accelerator.prepare()` takes: the model, the
-    optimizer, the dataloaders. Without an optimizer the migrator cannot tell where
-    training is set up, so it creates no Accelerator and leaves the script single-process.
+    The migration is built around the optimizer: where it is made is where training is
+    set up and where `accelerator.prepare()` goes. Without one the migrator creates no
+    Accelerator and leaves the script single-process: run on N processes, every process
+    trains the whole data set on its own copy.
 
     ## What to do by hand
-    Create an optimizer (`optimizer = torch.optim.SGD(model.parameters(), lr=lr)`),
-    replace the hand-written update with `optimizer.step()` (and `model.zero_grad()` with
-    `optimizer.zero_grad()`), then run the migrator again. Data held in tensors rather than
-    a DataLoader (`get_batch(source, i)`) is not sharded across processes: wrap it in a
-    Dataset and a DataLoader so `prepare()` can split it.
+    Keep the hand-written update (and its learning-rate schedule): the Accelerator can
+    prepare a model alone. Create `accelerator = Accelerator()`, prepare the model
+    (`model = accelerator.prepare(model)`), and use `accelerator.backward(loss)` and
+    `accelerator.clip_grad_norm_(model.parameters(), clip)`. The update
+    `p.data.add_(p.grad, alpha=-lr)` over `model.parameters()` stays correct on N
+    processes: DistributedDataParallel averages the gradients during the backward, so
+    every process applies the same step. Methods of your own on the model
+    (`model.init_hidden(...)`) then go through `accelerator.unwrap_model(model)`. Data
+    held in tensors rather than a DataLoader (`get_batch(source, i)`) is not sharded
+    across processes: every process trains on all of it unless you split it by
+    `accelerator.process_index` or wrap it in a Dataset and a DataLoader.
+    Do not replace the update by a torch.optim optimizer only to please the migrator:
+    that changes the training (SGD's update is the same, but a hand-written annealing
+    such as `lr /= 4.0` would no longer reach it).
 
     ## Example
     ```python
@@ -35,14 +49,23 @@ class OptimizerFreeTraining(Rule):
 
     Use instead:
     ```python
-    loss.backward()
-    optimizer.step()
+    accelerator.backward(loss)  # with `model = accelerator.prepare(model)` where it is made
+    for p in model.parameters():
+        p.data.add_(p.grad, alpha=-lr)
     ```
+
+    ## See also
+    - AM913 (training-function-without-accelerator): functions that receive the model and
+      optimizer from a caller in another file.
     """
 
     code = "AM912"
     name = "optimizer-free-training"
-    message = "`{call}` trains without a torch.optim optimizer, so nothing can be prepared; create an optimizer and rerun the migration"
+    message = (
+        "`{call}` trains without a torch.optim optimizer, so the script is left single-process: "
+        "prepare the model alone (`{model} = accelerator.prepare({model})`) and use `{instead}`; "
+        "the hand-written parameter update can stay{data}"
+    )
     examples = (
         Example(
             before=(
@@ -57,11 +80,34 @@ class OptimizerFreeTraining(Rule):
         analysis = self.analysis
         if analysis.migrating or analysis.roles.names(Role.OPTIMIZER):
             return
+        reported_backward = False
+        unreached = {id(u.function) for u in unreached_functions(analysis)}
+        model = _updated_model(analysis)
+        data = "" if analysis.roles.names(Role.DATALOADER) else (
+            "; with no DataLoader, every process trains on all the data unless you split it by `accelerator.process_index`"
+        )
         for c in analysis.facts.calls:
             func = c.node.func
+            if in_unreached_function(analysis, c.node, unreached):
+                continue  # AM913's: the caller in another file holds the set-up
             if isinstance(func, cst.Attribute) and func.attr.value == "backward" and not c.node.args:
                 receiver = cst.Module([]).code_for_node(func.value).strip()
-                if (analysis.imports.qualify(func.value) or "").startswith("torch"):
+                if reported_backward or (analysis.imports.qualify(func.value) or "").startswith("torch"):
                     continue
-                self.report(c.node, call=f"{receiver}.backward()" if len(receiver) < 30 else "backward()")
-                return
+                loss = receiver if len(receiver) < 30 else "loss"
+                self.report(c.node, call=f"{loss}.backward()", instead=f"accelerator.backward({loss})", model=model, data=data)
+                reported_backward = True
+            elif (c.qualified or "").startswith("torch.nn.utils") and (c.qualified or "").rsplit(".", 1)[-1] in _CLIPS:
+                clip = (c.qualified or "").rsplit(".", 1)[-1]
+                self.report(c.node, call=f"{clip}(...)", instead=f"accelerator.{_CLIPS[clip]}(...)", model=model, data="")
+
+
+def _updated_model(analysis) -> str:
+    """The model whose parameters the hand-written update walks (`for p in fc.parameters()`)."""
+    for loop in analysis.facts.loops:
+        it = loop.node.iter
+        if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value == "parameters":
+            name = dotted_name(it.func.value)
+            if name is not None:
+                return name
+    return "model"

@@ -15,8 +15,15 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from migrator.analysis.branches import Audience, ProcessBranches, RankBranch
 from migrator.analysis.collect import Binding, Facts, collect, node_tables
-from migrator.analysis.device import DeviceMove, DeviceVariable, device_move, device_variables
-from migrator.analysis.loop import Block, backward_loops, batch_names, enclosing_block, training_functions
+from migrator.analysis.device import (
+    DeviceMove,
+    DeviceVariable,
+    device_move,
+    device_variables,
+    droppable_moves,
+    prepared_bindings,
+)
+from migrator.analysis.loop import Block, backward_loops, enclosing_block, training_functions
 from migrator.analysis.names import ImportTable, dotted_name
 from migrator.analysis.patterns import Patterns, find_patterns
 from migrator.analysis.plan import LenUse, PreparePlan, len_uses, make_plan
@@ -197,12 +204,13 @@ def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
     dev_vars = device_variables(facts)
     dev_names = {v.name for v in dev_vars} | {"device"}
     moves = [m for c in facts.calls if (m := device_move(c.node, dev_names, facts.imports))]
-    droppable = _droppable(facts, roles, moves, prepared, parent)
+    placed = prepared_bindings(facts, prepare_calls, plan, parent)
+    droppable = droppable_moves(facts, roles, moves, prepared, placed, parent)
     surviving = _surviving_uses(facts, dev_vars, moves, droppable)
     branches = ProcessBranches(facts, acc_names, parent, bool(prepare_calls))
     patterns = find_patterns(
         module, facts, roles, loops_with_backward, frozenset(prepared), parent, branches.audience_of_test,
-        frozenset(droppable),
+        frozenset(droppable), block.scope if block is not None else None,
     )
     setup = None
     if block is not None and not acc_names:
@@ -299,73 +307,6 @@ def _first_training_use(facts: Facts, block: Block, loops: set[int], parent) -> 
             indices.append(block.index_of(c.node, parent))
     found = [i for i in indices if i is not None]
     return min(found) if found else None
-
-
-def _droppable(facts: Facts, roles: RoleTable, moves, prepared, parent) -> set[int]:
-    """ids of move calls that prepare() makes redundant: moves of prepared models (or of
-    their construction) and of batches from dataloader loops."""
-    loop_batches: dict[int, set[str]] = {}
-    loader_ok: dict[int, bool] = {}
-    for loop in facts.loops:
-        name = loop.iter_name
-        is_loader = roles.of(name) is Role.DATALOADER
-        from_param = isinstance(loop.scope, cst.FunctionDef) and name in facts.params.get(id(loop.scope), ())
-        loader_ok[id(loop.node)] = is_loader and (name in prepared or from_param)
-        loop_batches[id(loop.node)] = batch_names(loop, facts) if loader_ok[id(loop.node)] else set()
-    prepared_values = {
-        id(b.value) for b in facts.bindings if b.name in prepared and b.value is not None
-    }
-    calls = {id(c.node): c for c in facts.calls}
-    out: set[int] = set()
-    for move in moves:
-        receiver = dotted_name(move.receiver)
-        if receiver in prepared and roles.of(receiver) is Role.MODEL:
-            out.add(id(move.call))
-            continue
-        if _is_prepared_construction(move.call, prepared_values, parent):
-            out.add(id(move.call))
-            continue
-        fact = calls.get(id(move.call))
-        batch = set().union(*(loop_batches.get(id(l), set()) for l in fact.loops)) if fact else set()
-        if batch and _from_batch(move, batch, parent):
-            out.add(id(move.call))
-    return out
-
-
-def _is_prepared_construction(call: cst.Call, prepared_values: set[int], parent) -> bool:
-    """`model = Net().to(device)`: the move sits in the value chain of a prepared binding."""
-    current: cst.CSTNode | None = call
-    while current is not None:
-        if id(current) in prepared_values:
-            return True
-        up = parent(current)
-        if not (isinstance(up, cst.Attribute) or (isinstance(up, cst.Call) and up.func is current)):
-            return False
-        current = up
-    return False
-
-
-def _from_batch(move: DeviceMove, batch: set[str], parent) -> bool:
-    receiver = move.receiver
-    while isinstance(receiver, (cst.Subscript, cst.Attribute)):
-        if dotted_name(receiver) in batch:
-            return True
-        receiver = receiver.value
-    name = dotted_name(receiver)
-    if name in batch:
-        return True
-    current = parent(move.call)
-    while current is not None and not isinstance(current, cst.BaseStatement):
-        if isinstance(current, (cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.SetComp)):
-            comp = current.for_in
-            targets = {dotted_name(e.value) for e in comp.target.elements} if isinstance(comp.target, cst.Tuple) else {dotted_name(comp.target)}
-            source = comp.iter
-            if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and source.func.attr.value in {"items", "values"}:
-                source = source.func.value
-            if name in targets and dotted_name(source) in batch:
-                return True
-        current = parent(current)
-    return False
 
 
 def _surviving_uses(facts: Facts, dev_vars, moves, droppable) -> dict[str, int]:

@@ -163,6 +163,14 @@ class Collector(cst.CSTVisitor):
     def leave_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self._statement.pop()
 
+    # `if i: x = f()` has no statement line: its small statements sit in a suite on the
+    # compound statement's line, which stands for the line (as `line_of` answers).
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self._statement.append(node)
+
+    def leave_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self._statement.pop()
+
     def visit_Import(self, node: cst.Import) -> bool:
         self.facts.imports.add(node)
         return False

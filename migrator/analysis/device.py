@@ -40,7 +40,7 @@ def is_device_value(expr: cst.BaseExpression | None, imports: ImportTable) -> bo
     if expr is None:
         return False
     if isinstance(expr, cst.Call):
-        return imports.qualify(expr.func) == "torch.device"
+        return imports.qualify(expr.func) in {"torch.device", "torch.accelerator.current_accelerator"}
     if isinstance(expr, cst.IfExp):
         return is_device_value(expr.body, imports) or is_device_value(expr.orelse, imports)
     if isinstance(expr, cst.SimpleString):
@@ -51,11 +51,27 @@ def is_device_value(expr: cst.BaseExpression | None, imports: ImportTable) -> bo
 
 
 def device_variables(facts: Facts) -> list[DeviceVariable]:
-    return [
-        DeviceVariable(b.name, b)
-        for b in facts.bindings
-        if b.element is None and is_device_value(b.value, facts.imports)
-    ]
+    """Bindings that pick a device. One computed from another device variable
+    (`device_type = "cuda" if "cuda" in device else "cpu"`) follows it and is not one."""
+    found = [b for b in facts.bindings if b.element is None and is_device_value(b.value, facts.imports)]
+    names = {b.name for b in found} | {
+        b.name for b in facts.bindings if (dotted_name(b.value) or "").endswith(".device")  # accelerator.device
+    }
+    return [DeviceVariable(b.name, b) for b in found if not (_reads(b.value, names - {b.name}))]
+
+
+def _reads(expr: cst.CSTNode | None, names: set[str]) -> bool:
+    if expr is None or not names:
+        return False
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            nonlocal found
+            found = found or node.value in names
+
+    expr.visit(_Find())
+    return found
 
 
 def is_device_expr(expr: cst.BaseExpression, device_names: set[str], imports: ImportTable) -> bool:
@@ -99,3 +115,218 @@ def device_move(call: cst.Call, device_names: set[str], imports: ImportTable) ->
     if kept:
         kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return DeviceMove(call, func.value, device_arg, tuple(kept))
+
+
+# Which moves prepare() makes redundant ------------------------------------------------
+#
+# The Accelerator places one object per prepared name: the one bound before the prepare
+# call in its scope (or returned by it). A model rebuilt later (`model = Net().to(device)`
+# for inference after training), one built in another function, a prepared model moved
+# back after `.cpu()`, and batches of a loader that is never prepared all keep their
+# moves: nothing else would put them on the device.
+
+
+def prepared_bindings(facts: Facts, prepare_calls, plan, parent) -> frozenset[int]:
+    """ids of the bindings whose object the Accelerator places: in the prepare's scope, at
+    or before it (an existing `... = accelerator.prepare(...)` or the planned one)."""
+    out: set[int] = set()
+    call_scopes = {id(c.node): c.scope for c in facts.calls}
+    for prep in prepare_calls:
+        scope = call_scopes.get(id(prep.call))
+        names = {n for n in (*prep.args, *prep.targets) if n}
+        limit = facts.order.get(prep.statement, -1)
+        for b in facts.bindings:
+            if b.name in names and b.scope is scope and facts.order.get(b.statement, limit + 1) <= limit:
+                out.add(id(b))
+    if plan is not None:
+        block = plan.block
+        for group in plan.groups:
+            anchor = next((i for i, s in enumerate(block.body) if s is group.after), None)
+            if anchor is None:
+                continue
+            for b in facts.bindings:
+                if b.name in group.names and b.scope is block.scope:
+                    index = block.index_of(b.statement, parent)
+                    if index is not None and index <= anchor:
+                        out.add(id(b))
+    return frozenset(out)
+
+
+def droppable_moves(facts: Facts, roles, moves, prepared: set[str], placed: frozenset[int], parent) -> set[int]:
+    """ids of move calls that prepare() makes redundant: moves of the prepared model (or
+    of its construction) and of batches drawn from a prepared dataloader. `placed` comes
+    from prepared_bindings()."""
+    from migrator.analysis.loop import batch_names
+    from migrator.analysis.roles import Role
+
+    loop_batches: dict[int, set[str]] = {}
+    for loop in facts.loops:
+        if roles.of(loop.iter_name) is Role.DATALOADER and _prepared_loader(facts, loop, prepared, placed):
+            loop_batches[id(loop.node)] = batch_names(loop, facts)
+    prepared_values = {id(b.value) for b in facts.bindings if id(b) in placed and b.value is not None}
+    calls = {id(c.node): c for c in facts.calls}
+    out: set[int] = set()
+    for move in moves:
+        fact = calls.get(id(move.call))
+        receiver = dotted_name(move.receiver)
+        if receiver in prepared and roles.of(receiver) is Role.MODEL:
+            if fact is not None and _places_receiver(facts, receiver, fact, placed, _line_order(facts, move.call, parent)):
+                out.add(id(move.call))
+            continue
+        if _is_prepared_construction(move.call, prepared_values, parent):
+            out.add(id(move.call))
+            continue
+        batch = set().union(*(loop_batches.get(id(l), set()) for l in fact.loops)) if fact else set()
+        if batch and _from_batch(move, batch, parent):
+            out.add(id(move.call))
+    return out
+
+
+def _reaching(facts: Facts, name: str, scope, order: int) -> Binding | None:
+    """The last binding of `name` in `scope` above `order` (document order)."""
+    found = None
+    for b in facts.bindings:
+        if b.name == name and b.scope is scope and facts.order.get(b.statement, order) < order:
+            if found is None or facts.order[b.statement] > facts.order[found.statement]:
+                found = b
+    return found
+
+
+def _line_order(facts: Facts, node: cst.CSTNode, parent) -> int:
+    """Document order of the statement around `node` (a binding on that very line, as in
+    `model = model.to(device)`, is not what the move receives)."""
+    current = node
+    while current is not None and not isinstance(current, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        current = parent(current)
+    return facts.order.get(current if current is not None else node, 0)
+
+
+def _places_receiver(facts: Facts, name: str, fact, placed: frozenset[int], order: int) -> bool:
+    """`model.to(device)` is redundant when `model` here is the prepared object (bound
+    before the prepare, or a parameter or global) and nothing in this scope moves it to
+    the CPU (`model.eval().cpu()` ... `model.to(device).train()` must move it back)."""
+    binding = _reaching(facts, name, fact.scope, order)
+    if binding is not None and id(binding) not in placed:
+        return False
+    return not _moved_to_cpu(facts, name, fact.scope)
+
+
+def _moved_to_cpu(facts: Facts, name: str, scope) -> bool:
+    for c in facts.calls:
+        if c.scope is not scope or not isinstance(c.node.func, cst.Attribute):
+            continue
+        method = c.node.func.attr.value
+        to_cpu = method == "cpu" or (
+            method == "to" and c.node.args and isinstance(c.node.args[0].value, cst.SimpleString)
+            and c.node.args[0].value.evaluated_value == "cpu"
+        )
+        if to_cpu and _chain_root(c.node.func.value) == name:
+            return True
+    return False
+
+
+_MODULE_METHODS = {"eval", "train", "float", "half", "double", "bfloat16", "requires_grad_", "to", "cuda", "cpu"}
+
+
+def _chain_root(expr: cst.BaseExpression) -> str | None:
+    """`model` for `model`, `model.eval()`, `model.eval().float()`: methods that return the
+    module itself (`model.decode(z).cpu()` moves an output, not the model)."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        if expr.func.attr.value not in _MODULE_METHODS:
+            return None
+        expr = expr.func.value
+    return dotted_name(expr)
+
+
+def _prepared_loader(facts: Facts, loop, prepared: set[str], placed: frozenset[int], depth: int = 0) -> bool:
+    """The loop draws from a prepared dataloader: the name is prepared and bound to the
+    prepared object here, or it is a parameter and every call in the file passes one."""
+    name = loop.iter_name
+    scope = loop.scope
+    if isinstance(scope, cst.FunctionDef) and name in facts.params.get(id(scope), ()):
+        return _callers_pass_prepared(facts, scope, name, prepared, placed, depth)
+    if name not in prepared:
+        return False
+    binding = _reaching(facts, name, scope, facts.order.get(loop.node, 0))
+    return binding is None or id(binding) in placed
+
+
+def _callers_pass_prepared(facts: Facts, function: cst.FunctionDef, param: str, prepared, placed, depth: int) -> bool:
+    calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == function.name.value]
+    if not calls or depth > 3:
+        return True  # called from elsewhere: trust the caller, as the batch rules always did
+    params = function.params
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    for c in calls:
+        value = next((a.value for a in c.node.args if a.keyword is not None and a.keyword.value == param), None)
+        if value is None and param in positional:
+            plain = [a for a in c.node.args if a.keyword is None and a.star == ""]
+            index = positional.index(param)
+            value = plain[index].value if index < len(plain) else None
+        name = dotted_name(value) if value is not None else None
+        if name is None:
+            return False
+        if isinstance(c.scope, cst.FunctionDef) and name in facts.params.get(id(c.scope), ()):
+            if not _callers_pass_prepared(facts, c.scope, name, prepared, placed, depth + 1):
+                return False
+            continue
+        if name not in prepared:
+            return False
+        binding = _reaching(facts, name, c.scope, facts.order.get(c.node, 0))
+        if binding is not None and id(binding) not in placed:
+            return False
+    return True
+
+
+def _is_prepared_construction(call: cst.Call, prepared_values: set[int], parent) -> bool:
+    """`model = Net().to(device)`: the move sits in the value chain of a prepared binding."""
+    current: cst.CSTNode | None = call
+    while current is not None:
+        if id(current) in prepared_values:
+            return True
+        up = parent(current)
+        if not (isinstance(up, cst.Attribute) or (isinstance(up, cst.Call) and up.func is current)):
+            return False
+        current = up
+    return False
+
+
+def _from_batch(move: DeviceMove, batch: set[str], parent) -> bool:
+    receiver = move.receiver
+    while isinstance(receiver, (cst.Subscript, cst.Attribute)):
+        if dotted_name(receiver) in batch:
+            return True
+        receiver = receiver.value
+    name = dotted_name(receiver)
+    if name in batch:
+        return True
+    current = parent(move.call)
+    while current is not None and not isinstance(current, cst.BaseStatement):
+        if isinstance(current, (cst.DictComp, cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+            comp = current.for_in
+            targets = {dotted_name(e.value) for e in comp.target.elements} if isinstance(comp.target, cst.Tuple) else {dotted_name(comp.target)}
+            source = comp.iter
+            if isinstance(source, cst.Call) and isinstance(source.func, cst.Attribute) and source.func.attr.value in {"items", "values"}:
+                source = source.func.value
+            if name in targets and dotted_name(source) in batch:
+                return True
+        current = parent(current)
+    return False
+
+
+def literal_device(move: DeviceMove, imports: ImportTable) -> bool:
+    """The move names its device in the code: `.cuda()`, `.cuda(0)`, `.to("cuda:0")`,
+    `.to(0)`, `.to(torch.device("cuda"))`, not through a variable."""
+    func = move.call.func
+    arg = move.device_arg
+    if isinstance(func, cst.Attribute) and func.attr.value == "cuda" and arg is None:
+        return True
+    if isinstance(arg, cst.Integer):
+        return True
+    if isinstance(arg, cst.SimpleString):
+        return str(arg.evaluated_value).startswith(_DEVICE_STRINGS)
+    if isinstance(arg, cst.Call) and imports.qualify(arg.func) == "torch.device":
+        return bool(arg.args) and all(isinstance(a.value, (cst.SimpleString, cst.Integer)) for a in arg.args) and (
+            not isinstance(arg.args[0].value, cst.SimpleString) or str(arg.args[0].value.evaluated_value) != "cpu"
+        )
+    return False

@@ -125,6 +125,9 @@ class DistributionFacts:
     module_accesses: tuple[cst.BaseExpression, ...] = ()  # `model.module`, `m.module if hasattr(...) else m`
     samplers: tuple[Sampler, ...] = ()
     inline_samplers: tuple[SamplerArg, ...] = ()
+    # `loader.sampler.set_epoch(epoch)` left once every DistributedSampler goes; their one
+    # removal Fix also carries the inline samplers' `sampler=` edits
+    orphan_set_epochs: tuple[cst.BaseSmallStatement, ...] = ()
     inits: tuple[cst.Call, ...] = ()
     set_devices: tuple[cst.Call, ...] = ()
     destroys: tuple[cst.Call, ...] = ()
@@ -243,6 +246,31 @@ class _Builder:
             if given is not None:
                 shuffle = _code(given.value)
         return SamplerArg(loader, arg, shuffle)
+
+    def orphan_set_epochs(self, found: list[Sampler], inline: list[SamplerArg]) -> list[cst.BaseSmallStatement]:
+        """`loader.sampler.set_epoch(epoch)` / `self.train_data.sampler.set_epoch(epoch)`:
+        reached through the loader, so not one of a named sampler's uses. Once every
+        DistributedSampler goes (none is kept for another use), the loader's sampler is a
+        plain one without `set_epoch`; the prepared loader reshuffles every epoch itself.
+        They go in one Fix with the removals they follow."""
+        if not (found or inline) or any(s.blockers for s in found):
+            return []
+        listed = {id(statement) for s in found for statement in s.set_epochs}
+        orphans = []
+        for c in self.facts.calls:
+            func = c.node.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "set_epoch"):
+                continue
+            if not (isinstance(func.value, cst.Attribute) and func.value.attr.value == "sampler"):
+                continue
+            statement = _expr_statement(c.node, self.parent)
+            if statement is not None and id(statement) not in listed:
+                orphans.append(statement)
+        if orphans:
+            self.boilerplate.extend(orphans)
+            self.together.append([*orphans, *(s.statement for s in found if s.replacement is None)])
+            self.companions.setdefault(id(orphans[0]), []).extend(sampler_arg_edit(a) for a in inline)
+        return orphans
 
     def samplers(self) -> tuple[list[Sampler], list[SamplerArg]]:
         found: list[Sampler] = []
@@ -542,6 +570,7 @@ def distribution_facts(
         dotted_name(w.statement.targets[0].target) for w in wraps if isinstance(w.statement, cst.Assign)
     }
     samplers, inline = b.samplers()
+    orphans = b.orphan_set_epochs(samplers, inline)
     inits = b.calls(INIT)
     set_devices = b.calls(SET_DEVICE)
     for call in [*inits, *set_devices]:
@@ -569,6 +598,7 @@ def distribution_facts(
         module_accesses=tuple(b.module_accesses({w for w in wrapped if w})),
         samplers=tuple(samplers),
         inline_samplers=tuple(inline),
+        orphan_set_epochs=tuple(orphans),
         inits=tuple(inits),
         set_devices=tuple(set_devices),
         destroys=tuple(b.calls(DESTROY)),

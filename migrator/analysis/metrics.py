@@ -6,22 +6,31 @@ loop's per-sample tensors with `accelerator.gather_for_metrics` before anything 
 the model outputs and batch tensors the metrics are computed from (the *roots*), right after
 the last of them is bound, so every value derived from them (`pred = output.argmax(1)`)
 and every metric is over all processes. Hugging Face `metric.add_batch(predictions=...,
-references=...)` gathers its arguments instead, as run_glue_no_trainer does. Nothing here
-edits the tree.
+references=...)` gathers its arguments instead, as run_glue_no_trainer does. A 0-d loss
+is reduced instead (losses.py); where gathering in place would hand later code every
+process's rows, new names are used (metric_shapes.py). Nothing here edits the tree.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
 
 import libcst as cst
 
 from migrator.analysis.collect import Facts, LoopFact
+from migrator.analysis.losses import loss_reduction
+from migrator.analysis.metric_loop import EvalLoop, names_in
+from migrator.analysis.metric_shapes import (
+    derived_roots,
+    direct_values,
+    fresh_name,
+    names_of_scope,
+    reused_after,
+    single_subscript,
+)
 from migrator.analysis.names import dotted_name
 from migrator.analysis.roles import Role, RoleTable
 
-_COLLECTORS = {"append", "extend", "update", "add", "add_batch", "add_batches"}
 _KEYWORD_COLLECTORS = {"add_batch", "add"}
 _GATHERS = {"gather", "gather_for_metrics", "reduce", "all_gather", "all_reduce", "pad_across_processes"}
 
@@ -49,140 +58,14 @@ class MetricsGather:
     arg_gathers: tuple[ArgGather, ...]
     reason: str | None
     anchor: cst.CSTNode
-
-
-def _names_in(node: cst.CSTNode) -> list[cst.Name]:
-    found: list[cst.Name] = []
-
-    class _Find(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            found.append(n)
-
-        def visit_Attribute(self, n: cst.Attribute) -> bool:
-            n.value.visit(self)
-            return False
-
-        def visit_Arg(self, n: cst.Arg) -> bool:
-            n.value.visit(self)
-            return False
-
-    node.visit(_Find())
-    return found
-
-
-def _body_lines(block: cst.BaseSuite, direct: bool = True) -> Iterator[tuple[cst.BaseStatement, bool]]:
-    """Statements of a loop body in order, through `with` blocks; `direct` is False under
-    an if/try/nested loop (a metric there cannot be gathered unconditionally)."""
-    if not isinstance(block, cst.IndentedBlock):
-        return
-    for stmt in block.body:
-        yield stmt, direct
-        if isinstance(stmt, cst.With):
-            yield from _body_lines(stmt.body, direct)
-        elif isinstance(stmt, (cst.If, cst.Try, cst.For, cst.While)):
-            yield from _body_lines(stmt.body, False)
-            orelse = getattr(stmt, "orelse", None)
-            while orelse is not None and hasattr(orelse, "body"):
-                yield from _body_lines(orelse.body, False)
-                orelse = getattr(orelse, "orelse", None)
-
-
-def _models(facts: Facts, roles: RoleTable) -> set[str]:
-    """Model names, with the attributes they are stored in (`self.model = model`)."""
-    names = set(roles.names(Role.MODEL))
-    names |= {b.name for b in facts.bindings if isinstance(b.value, cst.Name) and b.value.value in names}
-    return names
-
-
-def _is_model_call(value: cst.CSTNode, models: set[str]) -> bool:
-    found = False
-
-    class _Find(cst.CSTVisitor):
-        def visit_Call(self, node: cst.Call) -> None:
-            nonlocal found
-            found = found or dotted_name(node.func) in models
-
-    value.visit(_Find())
-    return found
-
-
-class _Loop:
-    """One loop's bindings, roots (model outputs and batch tensors) and everything
-    computed from them."""
-
-    def __init__(self, fact: LoopFact, facts: Facts, roles: RoleTable) -> None:
-        self.fact = fact
-        self.roles = roles
-        self.lines = list(_body_lines(fact.node.body))
-        self.order = {id(s): i for i, (s, _) in enumerate(self.lines)}
-        self.targets = set(fact.targets) - {_enumerate_index(fact.node)}
-        self.bound: dict[str, tuple[int, cst.BaseExpression | None, cst.BaseStatement]] = {}
-        for b in facts.bindings:
-            if id(b.statement) in self.order and "." not in b.name and b.name not in self.bound:
-                value = b.element if b.element is not None else b.value
-                self.bound[b.name] = (self.order[id(b.statement)], value, b.statement)  # type: ignore[assignment]
-        self.roots: set[str] = set(self.targets)
-        models = _models(facts, roles)
-        for name, (_, value, _) in self.bound.items():
-            if value is not None and (_is_model_call(value, models) or _view_of(value, self.targets)):
-                self.roots.add(name)
-        self.tensors = set(self.roots)
-        changed = True
-        while changed:
-            changed = False
-            for name, (_, value, _) in self.bound.items():
-                if name not in self.tensors and value is not None and any(n.value in self.tensors for n in _names_in(value)):
-                    self.tensors.add(name)
-                    changed = True
-
-    def metric(self, small: cst.BaseSmallStatement) -> cst.CSTNode | None:
-        """The expression a metric statement counts, or None when it is not one."""
-        if isinstance(small, cst.AugAssign) and dotted_name(small.target) not in self.bound:
-            return small.value if self._reads_tensors(small.value) else None
-        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-            func = small.value.func
-            if isinstance(func, cst.Attribute) and func.attr.value in _COLLECTORS:
-                owner = dotted_name(func.value)
-                if owner and owner.split(".")[0] not in self.bound and self._reads_tensors(small.value):
-                    return small.value
-        return None
-
-    def _reads_tensors(self, node: cst.CSTNode) -> bool:
-        return any(n.value in self.tensors for n in _names_in(node))
-
-    def roots_of(self, node: cst.CSTNode, seen: set[str] | None = None) -> set[str]:
-        seen = set() if seen is None else seen
-        out: set[str] = set()
-        for n in _names_in(node):
-            name = n.value
-            if name in seen or name not in self.tensors:
-                continue
-            seen.add(name)
-            if name in self.roots:
-                out.add(name)
-            elif name in self.bound and self.bound[name][1] is not None:
-                out |= self.roots_of(self.bound[name][1], seen)  # type: ignore[arg-type]
-        return out
-
-
-def _view_of(value: cst.BaseExpression, targets: set[str]) -> bool:
-    """`batch`, `batch["labels"]`, `batch[1].to(device)`: a part of what the loop yields."""
-    while True:
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
-            value = value.func.value
-        elif isinstance(value, (cst.Subscript, cst.Attribute)):
-            value = value.value
-        else:
-            break
-    return isinstance(value, cst.Name) and value.value in targets
-
-
-def _enumerate_index(loop: cst.For) -> str:
-    it = loop.iter
-    if isinstance(it, cst.Call) and (dotted_name(it.func) or "").endswith("enumerate"):
-        if isinstance(loop.target, cst.Tuple) and loop.target.elements:
-            return dotted_name(loop.target.elements[0].value) or ""
-    return ""
+    # what each name gathers (`batch["labels"]` into `labels`); the names themselves when equal
+    values: tuple[str, ...] = ()
+    # (what the metric statements read, the name they read instead): `batch["labels"]` ->
+    # `labels`, or `recon_batch` -> `all_recon_batch` when the loop reuses the per-process value
+    renames: tuple[tuple[str, str], ...] = ()
+    # scalar losses averaged (or summed) across processes right after they are computed:
+    # (name, "mean" | "sum", the statement binding it)
+    reductions: tuple[tuple[str, str, cst.BaseStatement], ...] = ()
 
 
 def _already_gathered(loop: cst.For) -> bool:
@@ -198,12 +81,12 @@ def _already_gathered(loop: cst.For) -> bool:
     return found
 
 
-def _subscripted_roots(loop: _Loop, statements: list[cst.BaseSmallStatement]) -> list[str]:
+def _subscripted_roots(loop: EvalLoop, statements: list[cst.BaseSmallStatement]) -> list[str]:
     """Loop targets read only through `batch["labels"]` in metrics: gathering the whole
     batch (inputs of different lengths on different processes) is not what is wanted."""
     out = []
     for small in statements:
-        for n in _names_in(small):
+        for n in names_in(small):
             if n.value in loop.targets and n.value not in out:
                 out.append(n.value)
     return out
@@ -241,11 +124,12 @@ def _sharded(name: str | None, fact: LoopFact, facts: Facts, prepared: frozenset
 
 
 def _gather(fact: LoopFact, facts: Facts, roles: RoleTable, parent) -> MetricsGather | None:
-    loop = _Loop(fact, facts, roles)
+    loop = EvalLoop(fact, facts, roles)
     statements: list[cst.BaseSmallStatement] = []
     arg_gathers: list[ArgGather] = []
     reason = None
     roots: set[str] = set()
+    scalars: dict[str, str] = {}
     for stmt, direct in loop.lines:
         if not isinstance(stmt, cst.SimpleStatementLine):
             continue
@@ -263,21 +147,83 @@ def _gather(fact: LoopFact, facts: Facts, roles: RoleTable, parent) -> MetricsGa
             ):
                 arg_gathers.append(ArgGather(stmt, call, tuple((a.keyword.value, a) for a in call.args)))  # type: ignore[union-attr]
                 continue
-            roots |= loop.roots_of(value)
+            roots |= loop.sources(value, scalars)
+            reason = reason or _scalar_read(value, loop)
     if not statements:
         return None
-    subscripted = [r for r in _subscripted_roots(loop, statements) if r in roots and _only_subscripted(r, statements)]
-    if subscripted and reason is None:
-        reason = f"a metric reads `{subscripted[0]}[...]` directly; gather that value first"
-    ordered = sorted(roots, key=lambda r: _first_read(r, statements, loop))
+    names = sorted(roots, key=lambda r: (_first_read(r, statements, loop), r))  # r: a stable order on ties
+    values = list(names)
+    renames: list[tuple[str, str]] = []
+    taken = names_of_scope(facts, fact.scope)
+    for r in [r for r in _subscripted_roots(loop, statements) if r in roots and _only_subscripted(r, statements)]:
+        read = single_subscript(r, statements)
+        if read is None or r in derived_roots(loop, statements) or reason is not None:
+            reason = reason or f"a metric reads `{r}[...]` directly; gather that value first"
+            continue
+        code, key = read
+        new = fresh_name(key if key.isidentifier() else "references", taken)
+        i = names.index(r)
+        names[i], values[i] = new, code
+        renames.append((code, new))
     after = None
-    bound_inside = [loop.bound[r] for r in ordered if r in loop.bound]
+    bound_inside = [loop.bound[r] for r in names if r in loop.bound]
     if bound_inside:
         after = max(bound_inside, key=lambda b: b[0])[2]
         first_metric = min(loop.order.get(id(parent(s)), 0) for s in statements)
         if loop.order[id(after)] > first_metric and reason is None:
             reason = "a metric is counted before the model output it needs is computed"
-    return MetricsGather(fact.node, tuple(statements), tuple(ordered), after, tuple(arg_gathers), reason, statements[0])
+    direct_mode = False
+    if reason is None and names:
+        reused = reused_after(loop, after, statements, [n for n in names if n in loop.bound or n in loop.targets])
+        if reused and derived_roots(loop, statements) & set(reused):
+            # the metrics read values computed from what is reused: gather those values
+            # instead (`predictions`), right before the metrics, into new names
+            direct = direct_values(loop, statements, {code.split("[")[0] for code, _ in renames})
+            direct_mode = direct is not None
+            if direct is None:
+                reason = f"`{reused[0]}` is used again in the loop with this process's shape; gather into new names by hand"
+            else:
+                kept = [(n, v) for n, v in zip(names, values) if n != v]  # batch["labels"] -> labels
+                names, values = direct + [n for n, _ in kept], direct + [v for _, v in kept]
+                after = max((loop.bound[d] for d in direct if d in loop.bound), key=lambda b: b[0], default=(0, None, None))[2]
+                read = set(direct) | {code.split("[")[0] for code, _ in renames}
+                readers = [s for s in statements if any(n.value in read for n in names_in(s))]
+                first_metric = min(loop.order.get(id(parent(s)), 0) for s in readers)
+                if after is not None and loop.order[id(after)] > first_metric:
+                    reason = "a metric is counted before the value it reads is computed"
+                # only what the loop reads again after this later gather needs a new name
+                reused = reused_after(loop, after, statements, direct) if reason is None else []
+        in_place = [n for n in names if n in loop.bound or n in loop.targets]
+        renamed = [n for n in in_place if n in reused] if direct_mode else in_place
+        for name in renamed if reused and reason is None else ():
+            new = fresh_name(f"all_{name}", taken)
+            names[names.index(name)] = new
+            renames.append((name, new))
+    reductions = tuple((n, r, loop.bound[n][2]) for n, r in sorted(scalars.items(), key=lambda i: loop.bound[i[0]][0]))
+    return MetricsGather(
+        fact.node, tuple(statements), tuple(names), after, tuple(arg_gathers), reason, statements[0],
+        values=tuple(values), renames=tuple(renames), reductions=reductions,
+    )
+
+
+def _scalar_read(value: cst.CSTNode, loop: EvalLoop) -> str | None:
+    """A metric that reads a loss as a Python number (`loss = criterion(o, y).item()`)
+    or `outputs.loss` inline: neither can be gathered, and the tensor is not at hand."""
+    for n in names_in(value):
+        bound = loop.bound.get(n.value)
+        if bound is not None and isinstance(bound[1], cst.Call) and isinstance(bound[1].func, cst.Attribute):
+            if bound[1].func.attr.value == "item" and loss_reduction(bound[1].func.value, loop.criteria):
+                return f"`{n.value}` is a Python number; reduce the loss tensor with `accelerator.reduce` before `.item()`"
+    found = None
+
+    class _Find(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            nonlocal found
+            if node.attr.value == "loss" and dotted_name(node.value) in loop.roots:
+                found = found or dotted_name(node)
+
+    value.visit(_Find())
+    return f"`{found}` is one number per process; reduce it with `accelerator.reduce` first" if found else None
 
 
 def _aggregated_later(found: MetricsGather, fact: LoopFact, facts: Facts) -> bool:
@@ -298,11 +244,11 @@ def _aggregated_later(found: MetricsGather, fact: LoopFact, facts: Facts) -> boo
     return False
 
 
-def _first_read(root: str, statements: list[cst.BaseSmallStatement], loop: _Loop) -> tuple[int, int]:
+def _first_read(root: str, statements: list[cst.BaseSmallStatement], loop: EvalLoop) -> tuple[int, int]:
     """Order of the gathered names: as the metrics first read them (directly or through
     a value computed from them)."""
     for i, small in enumerate(statements):
-        names = _names_in(small)
+        names = names_in(small)
         for j, n in enumerate(names):
             if n.value == root or (n.value in loop.bound and root in loop.roots_of(n)):
                 return (i, j)

@@ -14,11 +14,13 @@ import libcst as cst
 
 from migrator.analysis.accumulation import Accumulation, accumulations
 from migrator.analysis.collect import Facts
+from migrator.analysis.device import device_variables
+from migrator.analysis.device_choice import DeviceChoice, device_choices, training_cpu
 from migrator.analysis.distributed import DistributionFacts, distribution_facts
 from migrator.analysis.metrics import MetricsGather, metrics_gathers
 from migrator.analysis.options import AcceleratorOption, accelerator_options
 from migrator.analysis.precision import PrecisionFacts, precision_facts
-from migrator.analysis.roles import RoleTable
+from migrator.analysis.roles import Role, RoleTable
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,6 +30,8 @@ class Patterns:
     distribution: DistributionFacts
     metrics: tuple[MetricsGather, ...]
     options: tuple[AcceleratorOption, ...] = field(default_factory=tuple)
+    devices: tuple[DeviceChoice, ...] = field(default_factory=tuple)  # device_choice.py
+    cpu_problem: str | None = None  # why the user's CPU choice cannot become `cpu=`
 
     @property
     def option_names(self) -> frozenset[str]:
@@ -44,16 +48,49 @@ def find_patterns(
     parent: Callable,
     rank_audience: Callable,
     vanishing: frozenset[int] = frozenset(),
+    training_scope: cst.CSTNode | None = None,
 ) -> Patterns:
     """`rank_audience(expr)` says whether a test holds on the main process only (the
     lint's analysis.branches answers it); `vanishing` are ids of nodes other steps remove
     (device moves that prepare() makes redundant)."""
     precision = precision_facts(facts, parent)
     accs = accumulations(facts, roles, backward_loops, prepared)
+    devices = device_choices(facts, [v.binding for v in device_variables(facts)], parent)
+    cpu, cpu_problem = training_cpu(devices, (module,) if training_scope is None else (module, training_scope))
+    options = accelerator_options(precision, accs, facts, parent)
+    if cpu is not None:
+        options += (AcceleratorOption("cpu", cpu, _cpu_names(devices, cpu)),)
+    elif not devices and backward_loops and _never_on_a_device(facts, roles):
+        options += (AcceleratorOption("cpu", "True", frozenset()),)
     return Patterns(
         precision=precision,
         accumulations=accs,
         distribution=distribution_facts(module, facts, roles, parent, rank_audience, vanishing),
         metrics=metrics_gathers(facts, roles, backward_loops, prepared, parent),
-        options=accelerator_options(precision, accs, facts, parent),
+        options=options,
+        devices=devices,
+        cpu_problem=cpu_problem,
     )
+
+
+def _never_on_a_device(facts: Facts, roles: RoleTable) -> bool:
+    """A script that never names a device (no `.cuda()`, no `.to(<device>)`, no
+    `device=`, no `torch.device`) and has no DataLoader for prepare() to place: it trains
+    on the CPU, with tensors it builds itself, so the migration keeps it there
+    (`cpu=True`) rather than move the model alone to a GPU its inputs never reach."""
+    if roles.names(Role.DATALOADER):
+        return False
+    for c in facts.calls:
+        func = c.node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("cuda", "to"):
+            return False
+        if (c.qualified or c.func or "").endswith(("torch.device", "set_device")):
+            return False
+        if any(arg.keyword is not None and arg.keyword.value == "device" for arg in c.node.args):
+            return False
+    return True
+
+
+def _cpu_names(devices: tuple[DeviceChoice, ...], cpu: str) -> frozenset[str]:
+    """The names `cpu=<condition>` reads: the Accelerator is created after they are bound."""
+    return next(c.names for c in devices if c.cpu == cpu)

@@ -53,7 +53,7 @@ class _Candidate:
     name: str
     role: Role
     index: int
-    binding: Binding
+    binding: Binding | None  # None: a parameter of the function that trains
 
 
 def contains_len_of(expr: cst.CSTNode | None, loaders: set[str], values: dict[str, cst.CSTNode], depth: int = 0) -> bool:
@@ -76,6 +76,20 @@ def contains_len_of(expr: cst.CSTNode | None, loaders: set[str], values: dict[st
 
     expr.visit(_Find())
     return found
+
+
+# Why a scheduler is left out of prepare() when no step of it is in the file (AM206 says so).
+STEPPED_ELSEWHERE = "stepped outside this file: whether it follows batches or epochs cannot be seen"
+
+
+def stepped_elsewhere(facts: Facts, name: str) -> bool:
+    """No `name.step()` in this file, but `name` is handed to a call (a training function
+    of another module steps it)."""
+    for c in facts.calls:
+        func = c.node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "step" and dotted_name(func.value) == name:
+            return False
+    return any(dotted_name(arg.value) == name for c in facts.calls for arg in c.node.args)
 
 
 def scheduler_steps_per_epoch(facts: Facts, name: str, loop_iters: dict[int, str | None], loaders: set[str]) -> bool:
@@ -119,7 +133,7 @@ def make_plan(
             if facts.scope_of_function.get(id(function)) is block.scope:
                 values.setdefault(name, function.body)
     loop_iters = {id(l.node): l.iter_name for l in facts.loops}
-    owners = {o for b in facts.bindings if roles.of(b.name) is Role.OPTIMIZER and isinstance(b.value, cst.Call) for o in parameter_owners(b.value)}
+    owners = {o for b in facts.bindings if roles.of(b.name) is Role.OPTIMIZER and isinstance(b.value, cst.Call) for o in parameter_owners(b.value, facts)}
     limit = first_use if first_use is not None else len(block.body)
     latest: dict[str, _Candidate] = {}
     for b in facts.bindings:
@@ -130,15 +144,24 @@ def make_plan(
         if index is None or index >= limit:
             continue
         latest[b.name] = _Candidate(b.name, role, index, b)
+    for name in _parameters(facts, block):
+        # `def train(loader, encoder, decoder, ...)`: the objects arrive as parameters
+        if name not in latest and roles.of(name) in (Role.MODEL, Role.DATALOADER):
+            latest[name] = _Candidate(name, roles.of(name), -1, None)
     chosen: list[_Candidate] = []
     left_out: list[tuple[str, str]] = []
     for cand in latest.values():
         if cand.role is Role.MODEL and owners and cand.name not in owners:
             continue
+        if cand.role is Role.MODEL and cand.binding is None and cand.name not in owners:
+            continue  # a model parameter is prepared only when an optimizer here updates it
         if cand.role is Role.SCHEDULER:
             value = cand.binding.element or cand.binding.value
             if contains_len_of(value, loaders, values):
                 left_out.append((cand.name, "sized from len(dataloader): built after prepare from the per-process length"))
+                continue
+            if stepped_elsewhere(facts, cand.name):
+                left_out.append((cand.name, STEPPED_ELSEWHERE))
                 continue
             if scheduler_steps_per_epoch(facts, cand.name, loop_iters, loaders):
                 left_out.append((cand.name, "stepped per epoch: it follows epochs, not batches"))
@@ -149,6 +172,13 @@ def make_plan(
     chosen.sort(key=lambda c: (_ROLE_ORDER.index(c.role), c.index))
     groups = _place(block, chosen, [u for u in lens if u.index is not None])
     return PreparePlan(block, groups, tuple(left_out))
+
+
+def _parameters(facts: Facts, block: Block) -> tuple[str, ...]:
+    """The parameters of the function whose body `block` is (none at module level)."""
+    if not isinstance(block.scope, cst.FunctionDef) or block.owner is not block.scope:
+        return ()
+    return facts.params.get(id(block.scope), ())
 
 
 def _place(block: Block, chosen: list[_Candidate], lens: list[LenUse]) -> tuple[PrepareGroup, ...]:

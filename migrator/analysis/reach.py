@@ -116,11 +116,12 @@ def unreachable_note(analysis: "ScriptAnalysis", node: cst.CSTNode) -> str:
     return " (left as written: no Accelerator exists at module level here)"
 
 
-def threadable(analysis: "ScriptAnalysis", function: cst.FunctionDef) -> bool:
+def threadable(analysis: "ScriptAnalysis", function: cst.FunctionDef, _seen: frozenset[int] = frozenset()) -> bool:
     """Can AM002 pass the Accelerator into this module-level function as a keyword-only
     parameter, updating every call? Not for methods, names defined twice, `**kwargs`,
-    functions used as values, or functions also called from module-level code (which
-    has no Accelerator to pass)."""
+    functions used as values, functions with no caller in this file, or functions called
+    from code that has no Accelerator to pass: module level, or a function the Accelerator does not reach either (a `main()`
+    that calls `stylize()` while `train()` creates the Accelerator)."""
     facts = analysis.facts
     name = function.name.value
     calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == name]
@@ -130,8 +131,26 @@ def threadable(analysis: "ScriptAnalysis", function: cst.FunctionDef) -> bool:
         and not isinstance(function.params.star_kwarg, cst.Param)
         and len(facts.functions.get(name, [])) == 1
         and not any(load.name == name and id(load.node) not in call_ids for load in facts.loads)
+        and bool(calls)  # with no caller here, whoever calls it (another file) would not pass it
         and not any(isinstance(c.scope, cst.Module) for c in calls)
+        and all(_caller_can_pass(analysis, c, _seen | {id(function)}) for c in calls)
     )
+
+
+def _caller_can_pass(analysis: "ScriptAnalysis", call, seen: frozenset[int]) -> bool:
+    """The scope of `call` holds the Accelerator (after it is made) or gets it passed in."""
+    home = accelerator_home(analysis)
+    if home is None or isinstance(home.scope, cst.Module) or home.owner_class is not None:
+        return True  # a module-level Accelerator reaches everything; methods are AM002's other path
+    scope = call.scope
+    if scope is home.scope:
+        return analysis.order(call.node) >= home.line
+    if not isinstance(scope, cst.FunctionDef) or id(scope) in seen:
+        return False
+    facts = analysis.facts
+    if _nested_in(facts, scope, home.scope):
+        return True
+    return facts.scope_of_function.get(id(scope)) is analysis.module and threadable(analysis, scope, seen)
 
 
 def _nested_in(facts, function: cst.FunctionDef, outer: cst.CSTNode) -> bool:

@@ -55,6 +55,15 @@ def line_of_small(small: cst.CSTNode, parent: Parent) -> cst.CSTNode:
     return small
 
 
+def _branch_of_small(small: cst.CSTNode, parent: Parent) -> cst.CSTNode:
+    """`line_of_small`, or the one-line body after a colon (`if c: x = 1`) when `small`
+    is alone there: the unit an `if` counts as its branch."""
+    line = parent(small)
+    if isinstance(line, cst.SimpleStatementSuite) and len(line.body) == 1:
+        return line
+    return line_of_small(small, parent)
+
+
 def removal_unit(
     node: cst.CSTNode, parent: Parent, imports: ImportTable, going: Callable[[cst.CSTNode], bool] = lambda s: False
 ) -> cst.CSTNode:
@@ -62,14 +71,25 @@ def removal_unit(
     the enclosing `if` (side-effect-free test) when every statement of its body, and of
     its `else`, goes too (`going(statement)` says which others do), climbing while that
     holds."""
-    current = line_of_small(node, parent) if isinstance(node, cst.BaseSmallStatement) else node
+    start = _branch_of_small(node, parent) if isinstance(node, cst.BaseSmallStatement) else node
+    unit = _climb(start, parent, imports, going)
+    # A one-line body cannot go alone (its `if` needs one): the statement goes, `pass` stays.
+    return node if isinstance(unit, cst.SimpleStatementSuite) else unit
+
+
+def _climb(
+    current: cst.CSTNode, parent: Parent, imports: ImportTable, going: Callable[[cst.CSTNode], bool]
+) -> cst.CSTNode:
     while True:
-        block = parent(current)
-        owner = parent(block) if block is not None else None
-        if not isinstance(block, cst.IndentedBlock):
-            return current
+        if isinstance(current, cst.SimpleStatementSuite):  # `if c: x = 1`: the whole branch
+            siblings, owner = [current], parent(current)
+        else:
+            block = parent(current)
+            if not isinstance(block, cst.IndentedBlock):
+                return current
+            siblings, owner = list(block.body), parent(block)
         if isinstance(owner, cst.Else):
-            if all(s is current or going(s) for s in block.body):
+            if all(s is current or going(s) for s in siblings):
                 up = parent(owner)
                 if isinstance(up, cst.If) and not all(going(s) for s in _branch_statements(up, with_else=False)):
                     return owner  # the else goes, the if stays
@@ -112,7 +132,7 @@ def shared_removals(
     they join that Fix, so a name never disappears while something still reads it."""
     smalls = list(smalls)
     companions = companions or {}
-    lines = {id(line_of_small(s, parent)) for s in smalls}
+    lines = {id(_branch_of_small(s, parent)) for s in smalls}
 
     def going(statement: cst.CSTNode) -> bool:
         if id(statement) in lines:

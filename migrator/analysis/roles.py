@@ -93,9 +93,13 @@ def role_of_value(
     return None
 
 
-def parameter_owners(call: cst.Call) -> list[str]:
-    """Names whose `.parameters()` feed this optimizer call: `SGD(model.parameters())`."""
+def parameter_owners(call: cst.Call, facts: Facts | None = None) -> list[str]:
+    """Names whose `.parameters()` feed this optimizer call: `SGD(model.parameters())`,
+    and, given the facts, through names bound on the way (`params = list(
+    model.named_parameters())`, then parameter groups built from `params`: the Hugging
+    Face weight-decay idiom)."""
     owners: list[str] = []
+    followed: set[str] = set()
 
     class _Find(cst.CSTVisitor):
         def visit_Call(self, node: cst.Call) -> None:
@@ -106,6 +110,15 @@ def parameter_owners(call: cst.Call) -> list[str]:
                 name = dotted_name(node.func.value)
                 if name:
                     owners.append(name)
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if facts is None or node.value in followed or len(followed) > 8:
+                return
+            followed.add(node.value)
+            for b in facts.bindings:
+                value = b.element if b.element is not None else b.value
+                if b.name == node.value and value is not None:
+                    value.visit(self)
 
     for arg in call.args:
         if arg.keyword is None or arg.keyword.value in {"params", "param_groups"}:
@@ -137,7 +150,7 @@ def assign_roles(facts: Facts, backward_loops: set[int]) -> RoleTable:
     for b in facts.bindings:
         value = b.element if b.element is not None else b.value
         if roles.get(b.name) is Role.OPTIMIZER and isinstance(value, cst.Call):
-            for owner in parameter_owners(value):
+            for owner in parameter_owners(value, facts):
                 roles.setdefault(owner, Role.MODEL)
     _roles_by_use(facts, roles, backward_loops)
     return RoleTable(roles)
@@ -159,6 +172,23 @@ def _roles_by_use(facts: Facts, roles: dict[str, Role], backward_loops: set[int]
         name = loop.iter_name
         if name and name not in roles and re.search(r"(loader|_dl$|^dl_|^dl$)", name):
             roles[name] = Role.DATALOADER
+    _roles_through_calls(facts, roles)
+
+
+def _roles_through_calls(facts: Facts, roles: dict[str, Role]) -> None:
+    """`train_epoch(train_dataloader, encoder, ...)` where `train_epoch`'s first parameter
+    is a loader: the name passed in is one too (one hop, positional and keyword)."""
+    for c in facts.calls:
+        func = c.node.func
+        defs = facts.functions.get(func.value, []) if isinstance(func, cst.Name) else []
+        if len(defs) != 1:
+            continue
+        params = facts.params.get(id(defs[0]), ())
+        for i, arg in enumerate(c.node.args):
+            name = dotted_name(arg.value)
+            param = arg.keyword.value if arg.keyword is not None else (params[i] if i < len(params) and arg.star == "" else None)
+            if name and param and name not in roles and roles.get(param) in (Role.DATALOADER, Role.MODEL):
+                roles[name] = roles[param]
 
 
 def bindings_of(facts: Facts, name: str) -> list[Binding]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from migrator.analysis.branches import accelerator_method
 from migrator.analysis.loop import is_main_guard
 from migrator.analysis.names import dotted_name
 from migrator.analysis.roles import Role
@@ -19,6 +20,13 @@ if TYPE_CHECKING:
     from migrator.analysis import ScriptAnalysis
 
 _SAVES = {"torch.save"}
+# Everything that writes a state dict: what AM501 and AM205 tell apart (saved vs. used).
+_WRITERS = {"torch.save", "safetensors.torch.save_file", "safetensors.torch.save_model"}
+# Paths that differ on every process: each rank makes its own temporary directory or file.
+_TEMPORARY = {
+    "tempfile.TemporaryDirectory", "tempfile.mkdtemp", "tempfile.NamedTemporaryFile",
+    "tempfile.mkstemp", "tempfile.TemporaryFile", "tempfile.SpooledTemporaryFile",
+}
 _BLOCK_OWNERS = (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Try, cst.Module)
 
 
@@ -29,11 +37,13 @@ class Save:
     saves its parameter: `save_checkpoint({"state_dict": model.state_dict()}, ...)`);
     `anchor` is the statement before which `wait_for_everyone()` goes (None: nowhere
     safe, e.g. only the main process runs this code, or a helper called from several
-    places)."""
+    places); `opened` is the `with open(path, "wb") as f:` whose file the save writes
+    (every process would open, and truncate, it)."""
 
     call: cst.Call
     models: tuple[cst.BaseExpression, ...]
     anchor: cst.BaseStatement | None
+    opened: cst.With | None = None
 
 
 def saves(analysis: "ScriptAnalysis") -> tuple[Save, ...]:
@@ -41,8 +51,8 @@ def saves(analysis: "ScriptAnalysis") -> tuple[Save, ...]:
     for c in analysis.facts.calls:
         if c.qualified not in _SAVES or not c.node.args:
             continue
-        if len(c.node.args) > 1 and _per_process(c.node.args[1].value):
-            continue  # a file per process (`f"preds_{rank}.pt"`): every process writes its own
+        if len(c.node.args) > 1 and per_process_path(analysis, c.node.args[1].value):
+            continue  # a file per process (`f"preds_{rank}.pt"`, a TemporaryDirectory): every process writes its own
         obj = c.node.args[0].value
         models = list(_models_in(analysis, obj))
         anchor = barrier_anchor(analysis, c.node)
@@ -51,16 +61,132 @@ def saves(analysis: "ScriptAnalysis") -> tuple[Save, ...]:
             anchor = barrier_anchor(analysis, sites[0][0]) if len(sites) == 1 else None
             for _, arg in sites:
                 models += _models_in(analysis, arg)
-        out.append(Save(c.node, tuple(models), anchor))
+        opened = opened_file(analysis, c.node.args[1].value) if len(c.node.args) > 1 else None
+        out.append(Save(c.node, tuple(models), anchor, opened))
     return tuple(out)
 
 
 _PER_PROCESS = ("rank", "process_index", "local_process_index")
 
 
-def _per_process(path: cst.BaseExpression) -> bool:
+def per_process_path(analysis: "ScriptAnalysis", path: cst.BaseExpression) -> bool:
+    """A path that names a different file on every process: built from the rank, or
+    inside a temporary directory each process makes for itself (`with TemporaryDirectory()
+    as d: p = os.path.join(d, "best.pt")`). Saving there once, on the main process, would
+    leave the others nothing to load back."""
     text = cst.Module([]).code_for_node(path)
-    return any(word in text for word in _PER_PROCESS)
+    if any(word in text for word in _PER_PROCESS):
+        return True
+    return _from_temporary(analysis, path, depth=0)
+
+
+def _from_temporary(analysis: "ScriptAnalysis", expr: cst.CSTNode, depth: int) -> bool:
+    """Whether `expr` reads a temporary directory or file, through up to 3 bindings."""
+    if depth > 3:
+        return False
+    imports = analysis.imports
+    names: set[str] = set()
+
+    class _Reads(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if (imports.qualify(node.func) or "") in _TEMPORARY:
+                names.add("")  # a temporary made right here
+
+        def visit_Name(self, node: cst.Name) -> None:
+            names.add(node.value)
+
+    expr.visit(_Reads())
+    if "" in names:
+        return True
+    for item in analysis.nodes("WithItem"):
+        target = item.asname.name if item.asname is not None else None  # type: ignore[attr-defined]
+        if isinstance(target, cst.Name) and target.value in names and _from_temporary(analysis, item.item, depth + 1):  # type: ignore[attr-defined]
+            return True
+    for b in analysis.facts.bindings:
+        if b.name in names and b.value is not None and b.value is not expr:
+            if _from_temporary(analysis, b.element or b.value, depth + 1):
+                return True
+    return False
+
+
+def opened_file(analysis: "ScriptAnalysis", path: cst.BaseExpression) -> cst.With | None:
+    """The enclosing `with open(...) as f:` when `path` is that `f`."""
+    if not isinstance(path, cst.Name):
+        return None
+    current = analysis.parent(path)
+    while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+        if isinstance(current, cst.With):
+            for item in current.items:
+                target = item.asname.name if item.asname is not None else None
+                call = item.item
+                if isinstance(target, cst.Name) and target.value == path.value and isinstance(call, cst.Call):
+                    if (analysis.imports.qualify(call.func) or dotted_name(call.func) or "") in ("open", "builtins.open", "io.open"):
+                        return current
+        current = analysis.parent(current)
+    return None
+
+
+def is_save_call(analysis: "ScriptAnalysis", call: cst.Call) -> bool:
+    """`torch.save`, `accelerator.save` or a safetensors writer."""
+    if accelerator_method(call, analysis.accelerator_names) == "save":
+        return True
+    return (analysis.imports.qualify(call.func) or "") in _WRITERS
+
+
+def state_dict_saved(analysis: "ScriptAnalysis", call: cst.Call) -> bool:
+    """Whether the result of `call` (a `model.state_dict()`) is written to a file: inside a
+    save call's arguments, or assigned to a name a later save call of the function takes."""
+    saves = [c.node for c in analysis.facts.calls if is_save_call(analysis, c.node)]
+    current = analysis.parent(call)
+    while current is not None and not isinstance(current, cst.BaseStatement):
+        if any(current is s for s in saves):
+            return True
+        current = analysis.parent(current)
+    small = analysis.statement_of(call)
+    if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+        return False
+    name = dotted_name(small.targets[0].target)
+    scope = analysis.scope_of(call)
+    order = analysis.order(call)
+    return any(
+        analysis.scope_of(s) is scope and analysis.order(s) > order
+        and any(dotted_name(a.value) == name for a in s.args)
+        for s in saves
+    )
+
+
+def paired_loads(analysis: "ScriptAnalysis", save: cst.Call) -> tuple[cst.Call, ...]:
+    """`torch.load(path)` calls that read back what `save` writes: the same path (or the
+    same file opened by `with open(path) as f:`), later in the file, in the same function
+    (or any function, for a literal path). Once the save runs on the main process only,
+    every other process must wait for it before these."""
+    if len(save.args) < 2:
+        return ()
+    path = _file_path(analysis, save.args[1].value)
+    text = cst.Module([]).code_for_node(path).strip()
+    literal = isinstance(path, (cst.SimpleString, cst.ConcatenatedString))
+    scope = analysis.scope_of(save)
+    out = []
+    for c in analysis.facts.calls:
+        if c.qualified != "torch.load" or not c.node.args:
+            continue
+        given = cst.Module([]).code_for_node(_file_path(analysis, c.node.args[0].value)).strip()
+        if given != text or analysis.order(c.node) < analysis.order(save):
+            continue
+        if literal or analysis.scope_of(c.node) is scope:
+            out.append(c.node)
+    return tuple(out)
+
+
+def _file_path(analysis: "ScriptAnalysis", expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`path` for the `f` of `with open(path, ...) as f:`; `expr` itself otherwise."""
+    opened = opened_file(analysis, expr)
+    if opened is not None:
+        for item in opened.items:
+            if item.asname is not None and isinstance(item.asname.name, cst.Name) and isinstance(expr, cst.Name):
+                if item.asname.name.value == expr.value and isinstance(item.item, cst.Call) and item.item.args:
+                    return item.item.args[0].value
+    return expr
 
 
 def _helper_call_sites(analysis: "ScriptAnalysis", scope, obj: cst.BaseExpression):
@@ -109,10 +235,13 @@ def _models_in(analysis: "ScriptAnalysis", obj: cst.BaseExpression) -> tuple[cst
     return tuple(found)
 
 
-def barrier_anchor(analysis: "ScriptAnalysis", node: cst.CSTNode) -> cst.BaseStatement | None:
+def barrier_anchor(analysis: "ScriptAnalysis", node: cst.CSTNode, depth: int = 0) -> cst.BaseStatement | None:
     """The statement every process reaches before `node` runs: `node`'s statement line,
     lifted out of every enclosing `if` up to the innermost loop or function body (a test
-    that differs between processes must not hold a barrier). None when only the main
+    that differs between processes must not hold a barrier). In a function that some
+    call of this file runs under an `if` (`if gpu_id == 0: self._save(epoch)`, a test the
+    analysis may not know to be a rank test), the barrier goes before that call instead,
+    lifted the same way; with several such callers, nowhere. None when only the main
     process runs the code (a barrier there would wait forever)."""
     branches = analysis.branches
     branch = branches.branch_of(node)
@@ -126,7 +255,25 @@ def barrier_anchor(analysis: "ScriptAnalysis", node: cst.CSTNode) -> cst.BaseSta
         up = analysis.parent(current)
         if up is None or isinstance(up, _BLOCK_OWNERS) or is_main_guard(up):
             break
-        if isinstance(up, cst.If) and isinstance(analysis.parent(up), (cst.IndentedBlock, cst.Module)):
-            anchor = up
+        if isinstance(up, (cst.If, cst.With)) and isinstance(analysis.parent(up), (cst.IndentedBlock, cst.Module)):
+            anchor = up  # out of a `with open(path) as f:` too: the open already reads or truncates
         current = up
+    if isinstance(anchor, cst.SimpleStatementSuite):
+        return None  # a one-line body (`def save(self): torch.save(...)`) has no line to put a barrier on
+    function = branches.function_of(node)
+    if function is not None and depth < 3:
+        calls = branches.callers(function)
+        if any(_under_if(analysis, call) for call in calls):
+            return barrier_anchor(analysis, calls[0], depth + 1) if len(calls) == 1 else None
     return anchor  # type: ignore[return-value]
+
+
+def _under_if(analysis: "ScriptAnalysis", node: cst.CSTNode) -> bool:
+    """Whether an `if` of `node`'s own function (or module) decides whether it runs
+    (`if __name__ == "__main__":` does not: every process runs the script as main)."""
+    current = analysis.parent(node)
+    while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+        if isinstance(current, cst.If) and not is_main_guard(current):
+            return True
+        current = analysis.parent(current)
+    return False

@@ -146,8 +146,11 @@ def _migration_summary(report: RunReport, shown: list[Finding]) -> str:
     changed = len(report.changed)
     fixes = _plural(sum(report.fixes_applied(r) for r in report.changed), "fix")
     left = f" {_plural(len(shown), 'finding')} left for a human." if shown else ""
+    refused = sum(1 for r in report.results if r.refused)
+    if refused:
+        left += f" {_plural(refused, 'file')} left as written: the migration would not be coherent (AM95x findings say why)."
     if not changed:
-        return "Nothing to migrate." + left
+        return ("Nothing migrated." if refused else "Nothing to migrate.") + left
     if report.mode is Mode.WRITE:
         return f"Migrated {_plural(changed, 'file')} ({fixes}).{left}"
     return f"{_plural(changed, 'file')} would be migrated ({fixes}).{left} Run with --write to apply."

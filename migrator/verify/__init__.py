@@ -1,0 +1,26 @@
+"""The verifier: holds a migrated module to what a distributed program needs, reading
+only the text before and after, independently of the rules that made the edits.
+
+A non-empty answer means the migration is not written; each Problem becomes a finding
+("left as written: ...") at the place in the original the user has to look at. Nothing
+here edits anything.
+"""
+
+from __future__ import annotations
+
+from migrator.verify import batch, checkpoints, devices, distribution, names, setup, signature, stale
+from migrator.verify.pair import Pair, Problem
+
+__all__ = ["Problem", "verify"]
+
+_CHECKS = (names.check, setup.check, stale.check, devices.check, signature.check, distribution.check, batch.check, checkpoints.check)
+
+
+def verify(before: str, after: str) -> list[Problem]:
+    """The reasons `after` is not a coherent migration of `before` (no blocking one:
+    write it, with the non-blocking ones as findings)."""
+    pair = Pair.of(before, after)
+    if pair is None:  # LibCST accepted what ast rejects (or the reverse): nothing to say
+        return []
+    found = {p for check in _CHECKS for p in check(pair)}
+    return sorted(found, key=lambda p: (p.line, p.col, p.code, p.message))

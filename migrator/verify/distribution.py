@@ -1,0 +1,142 @@
+"""A migrated script has one distributed engine: the Accelerator's.
+
+A script already distributed by another engine (Horovod, DeepSpeed, apex, FSDP,
+fairscale) is left whole: converting it would run two engines. And when the migration
+creates an Accelerator, nothing of the hand-made distribution may keep running beside
+it: a DDP or DataParallel wrap, a DistributedSampler (the data sharded twice), a
+process group of its own, collectives called by hand (gradients or metrics reduced twice,
+or collectives the other processes never join).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Iterator
+
+from migrator.verify.pair import Pair, Problem
+from migrator.verify.program import Program, call_name, dotted, last
+
+CODE = "AM955"
+_ENGINES = {
+    "horovod": "Horovod", "deepspeed": "DeepSpeed", "apex": "NVIDIA apex", "fairscale": "fairscale",
+    "colossalai": "ColossalAI", "megatron": "Megatron", "torch.distributed.fsdp": "FSDP",
+    "torch.distributed.tensor": "tensor parallelism", "mpi4py": "MPI",
+}
+_WRAPS = {"DistributedDataParallel", "DataParallel", "data_parallel", "DistributedSampler", "init_process_group",
+          "convert_sync_batchnorm", "FullyShardedDataParallel", "fully_shard"}
+# A project's own set-up helper (`utils.init_distributed_mode(args)`, `setup_for_distributed`).
+_SETUP_HELPER = re.compile(r"^(init|setup)_?(dist|distributed|ddp)(_mode)?$|^setup_for_distributed$")
+_COLLECTIVES = ("all_reduce", "allreduce", "all_gather", "allgather", "reduce_scatter", "broadcast", "all_to_all")
+
+
+def check(pair: Pair) -> list[Problem]:
+    if not _creates_accelerator(pair):
+        return []
+    return list(_other_engine(pair)) + list(_left_running(pair)) + list(_prepared_twice(pair)) + list(_ddp_options_dropped(pair))
+
+
+# DDP options whose loss changes what training does; the defaults are what prepare() uses.
+_DDP_OPTIONS = {"find_unused_parameters": False, "broadcast_buffers": True, "static_graph": False}
+
+
+def _ddp_options_dropped(pair: Pair) -> Iterator[Problem]:
+    if any(last(call_name(c)) == "DistributedDataParallel" for c in pair.after.calls):
+        return
+    for call in pair.before.calls:
+        if last(call_name(call)) != "DistributedDataParallel":
+            continue
+        for kw in call.keywords:
+            default = _DDP_OPTIONS.get(kw.arg or "")
+            if kw.arg in _DDP_OPTIONS and not (isinstance(kw.value, ast.Constant) and kw.value.value == default):
+                yield Problem(
+                    "AM918", kw.value.lineno, kw.value.col_offset + 1,
+                    f"the DDP wrap the migration removes set `{kw.arg}={ast.unparse(kw.value)}`; prepare() wraps "
+                    "with DDP's default, so check that training does not depend on it (a model with unused "
+                    "parameters stops with DDP's error on N processes)",
+                    blocking=False,
+                )
+
+
+def _creates_accelerator(pair: Pair) -> bool:
+    made = lambda program: sum(last(call_name(c)) == "Accelerator" for c in program.calls)  # noqa: E731
+    return made(pair.after) > made(pair.before) or len(pair.after.prepares) > len(pair.before.prepares)
+
+
+def _other_engine(pair: Pair) -> Iterator[Problem]:
+    for node in ast.walk(pair.before.tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module]
+        for name in names:
+            engine = next((e for prefix, e in _ENGINES.items() if name == prefix or name.startswith(prefix + ".")), None)
+            if engine:
+                yield Pair.at_before(
+                    CODE, node,
+                    f"left as written: the script already distributes with {engine} (`{name}`); "
+                    "adding the Accelerator would run two engines (gradients reduced twice, two "
+                    "process groups); convert it by hand or keep it as it is",
+                )
+                return
+
+
+def _left_running(pair: Pair) -> Iterator[Problem]:
+    after = pair.after
+    for call in after.calls:
+        callee = call_name(call)
+        name = last(callee)
+        if name in _WRAPS and _inside_forward(after, call):
+            yield Problem(
+                "AM919", *_place(pair, call),
+                f"the model's forward calls `{callee}(...)` itself; on N processes each process would "
+                "spread its batch over GPUs the other processes own: run it on one device per process "
+                "(e.g. `--ngpu 1`)",
+                blocking=False,
+            )
+            continue
+        if name in _WRAPS or _SETUP_HELPER.search(name):
+            what = f"`{callee}(...)` still runs beside the Accelerator"
+        elif any(c in name.lower() for c in _COLLECTIVES) and not callee.startswith("accelerator") and not _guarded(after, call):
+            what = f"the collective `{callee}(...)` is still called by hand beside the Accelerator"
+        else:
+            continue
+        yield pair.at_after(
+            CODE, call,
+            f"left as written: {what} (the work would be done twice, or on processes the "
+            "Accelerator does not know); every piece of the hand-made distribution must go or "
+            "become the Accelerator's",
+        )
+
+
+def _place(pair: Pair, node: ast.AST) -> tuple[int, int]:
+    problem = pair.at_after("", node, "")
+    return problem.line, problem.col
+
+
+def _guarded(program: Program, call: ast.Call) -> bool:
+    """Under `if dist.is_initialized():` a collective runs on the Accelerator's own
+    process group when there is one, and not at all on one process."""
+    return any(isinstance(a, ast.If) and "is_initialized" in ast.unparse(a.test) for a in program.ancestors(call))
+
+
+def _inside_forward(program: Program, call: ast.Call) -> bool:
+    """`nn.parallel.data_parallel(...)` inside a model's forward is the model's own
+    business (and a no-op on one device); it is reported by the rules, not refused."""
+    return any(isinstance(a, ast.FunctionDef) and a.name == "forward" for a in program.ancestors(call))
+
+
+def _prepared_twice(pair: Pair) -> Iterator[Problem]:
+    program = pair.after
+    for prepare in program.prepares:
+        args = [a for a in prepare.args if a]
+        for a in args:
+            for b in args:
+                if a != b and any(dotted(v) == a for v in program.values_of(b)):
+                    yield pair.at_after(
+                        CODE, prepare.call,
+                        f"left as written: `{a}` and `{b}` are the same object, and prepare() would "
+                        "wrap it twice; pass it once",
+                    )
+                    return

@@ -1,0 +1,154 @@
+"""Each training set-up is whole: what the optimizers update, the optimizers, and the
+loaders the training loop draws from are prepared together, and prepare() is given only
+what it can prepare.
+
+A half-prepared set-up is the worst migration there is: it runs, and on N processes it
+trains N unsynchronised replicas or every rank on the whole data set.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from migrator.verify.pair import Pair, Problem
+from migrator.verify.program import Program, call_name, dotted, is_optimizer_call, iterated, last, parameter_owners
+
+CODE = "AM951"
+_NOT_PREPARABLE = {"tqdm", "trange", "iter", "enumerate", "zip", "range", "islice", "cycle"}
+
+
+def check(pair: Pair) -> list[Problem]:
+    program = pair.after
+    if not program.prepares:
+        return []
+    return list(_optimizers_and_models(pair)) + list(_training_loaders(pair)) + list(_unpreparable(pair))
+
+
+def optimizers(program: Program) -> Iterator[tuple[str, ast.Call, set[str]]]:
+    """(optimizer name, its constructor call, the models whose parameters it updates)."""
+    for a in program.assigns:
+        if not isinstance(a.value, ast.Call) or "sched" in last(a.target).lower():
+            continue
+        if last(call_name(a.value)) == "prepare":
+            continue
+        if is_optimizer_call(a.value):
+            yield a.target, a.value, parameter_owners(a.value, program)
+        elif "optim" in last(a.target).lower():  # a factory: construct_class_by_name(params=net.parameters())
+            owners = parameter_owners(a.value, program)
+            if owners:
+                yield a.target, a.value, owners
+
+
+def _optimizers_and_models(pair: Pair) -> Iterator[Problem]:
+    program = pair.after
+    for name, call, models in optimizers(program):
+        steps = any(call_name(c) == f"{name}.step" for c in program.calls)
+        optimizer_prepared = program.is_prepared(name)
+        unprepared = sorted(m for m in models if not program.is_prepared(m))
+        if optimizer_prepared and unprepared:
+            yield pair.at_after(
+                CODE, call,
+                f"left as written: `{name}` would be prepared but not the model "
+                f"`{unprepared[0]}` whose parameters it updates, so N processes would train "
+                "N unsynchronised copies; prepare them in one call",
+            )
+        elif steps and not optimizer_prepared and any(program.is_prepared(m) for m in models):
+            yield pair.at_after(
+                CODE, call,
+                f"left as written: the model would be prepared but not `{name}`, the optimizer "
+                "that updates it (no loss scaling, accumulation or scheduler stepping); prepare them in one call",
+            )
+
+
+def _training_loaders(pair: Pair) -> Iterator[Problem]:
+    """A loop that trains (calls backward, directly or through a function of this
+    module) must draw from a prepared loader, else every rank reads the whole data set."""
+    program = pair.after
+    trainers = _functions_that_backward(program)
+    for loop in (n for n in ast.walk(program.tree) if isinstance(n, (ast.For, ast.AsyncFor))):
+        name = iterated(loop.iter)
+        if name is None or not program.is_loader(name) or not _trains(loop, trainers):
+            continue
+        if not _prepared_here(program, name, loop):
+            yield pair.at_after(
+                CODE, loop.iter,
+                f"left as written: the training loop draws from `{name}`, which would not be "
+                "prepared, so every process would read the whole data set; prepare it with the model",
+            )
+
+
+def _functions_that_backward(program: Program) -> set[str]:
+    names: set[str] = set()
+    for fname, defs in program.functions.items():
+        if any(_has_backward(d) for d in defs):
+            names.add(fname)
+    return names
+
+
+def _has_backward(node: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
+        for n in ast.walk(node)
+    )
+
+
+def _trains(loop: ast.AST, trainers: set[str]) -> bool:
+    body = ast.Module(body=loop.body, type_ignores=[])
+    if _has_backward(body):
+        return True
+    return any(isinstance(n, ast.Call) and last(call_name(n)) in trainers for n in ast.walk(body))
+
+
+def _prepared_here(program: Program, name: str, loop: ast.AST) -> bool:
+    """`name` is prepared, or is a parameter that every caller feeds a prepared name."""
+    if program.is_prepared(name):
+        return True
+    function = program.scope_of.get(loop)
+    params = {a.arg for a in getattr(getattr(function, "args", None), "args", [])}
+    root = name.split(".")[0]
+    if root not in params and not name.startswith("self."):
+        return False
+    callers = program.callers_of(function) if root in params else []
+    if not callers:
+        return False
+    index = [a.arg for a in function.args.args].index(root) if root in params else -1
+    offset = 1 if program.enclosing_class(function) is not None else 0
+    for call in callers:
+        given = next((kw.value for kw in call.keywords if kw.arg == root), None)
+        if given is None and 0 <= index - offset < len(call.args):
+            given = call.args[index - offset]
+        if given is None or not program.is_prepared(dotted(given) or ""):
+            return False
+    return True
+
+
+def _unpreparable(pair: Pair) -> Iterator[Problem]:
+    program = pair.after
+    for prepare in program.prepares:
+        for arg, node in zip(prepare.args, prepare.call.args):
+            values = program.values_of(arg) if arg else [node]
+            for value in values:
+                if isinstance(value, ast.IfExp) and any(
+                    isinstance(v, ast.Constant) and v.value is None for v in (value.body, value.orelse)
+                ):
+                    yield pair.at_after(
+                        CODE, node,
+                        f"left as written: `{arg}` may be None (`... if {ast.unparse(value.test)} else None`), "
+                        "and prepare() takes no None; prepare it only where it exists",
+                    )
+                    break
+                if isinstance(value, ast.Call) and last(call_name(value)) == "ReduceLROnPlateau":
+                    yield pair.at_after(
+                        CODE, node,
+                        f"left as written: `{arg}` is a ReduceLROnPlateau stepped by a metric; prepared, it "
+                        "steps once per process for each metric and lowers the rate too early; keep it out "
+                        "of prepare() and step it with a metric reduced over the processes",
+                    )
+                    break
+                if isinstance(value, ast.Call) and last(call_name(value)) in _NOT_PREPARABLE:
+                    yield pair.at_after(
+                        CODE, node,
+                        f"left as written: `{ast.unparse(node)}` is a `{last(call_name(value))}(...)` object, "
+                        "not a DataLoader; prepare the loader it wraps instead",
+                    )

@@ -1,0 +1,62 @@
+"""No training code passes in silence: a file that calls backward, steps an optimizer or
+clips gradients by hand, and gets neither a migration nor a single finding, is reported.
+
+The last safety net behind every rule: whatever shape hid the set-up (a base class in
+another module, a framework-style trainer), the user hears that this file trains and was
+left as written.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from migrator.verify.pair import Problem
+from migrator.verify.program import Program, call_name, dotted, last
+
+CODE = "AM916"
+_LIMIT = 3  # places named per file: enough to find them, not a wall of text
+
+
+def silent_training(text: str) -> list[Problem]:
+    program = Program.parse(text)
+    if program is None or program.prepares or _has_accelerator(program):
+        return []  # already migrated: its remaining steps are the Accelerator's own
+    found = list(_training_calls(program))[:_LIMIT]
+    return [
+        Problem(
+            CODE, call.lineno, call.col_offset + 1,
+            f"`{what}` trains, but nothing here was migrated or reported: the set-up it belongs to "
+            "(model, optimizer, loaders) is not in this file; migrate it with the file that builds "
+            "them, or pass the Accelerator in by hand",
+        )
+        for what, call in found
+    ]
+
+
+def _has_accelerator(program: Program) -> bool:
+    """The file creates or uses an Accelerator (migrated, or handed one)."""
+    for call in program.calls:
+        if last(call_name(call)) == "Accelerator":
+            return True
+        if isinstance(call.func, ast.Attribute) and program.is_accelerator(call.func.value):
+            return True
+    return False
+
+
+def _training_calls(program: Program) -> Iterator[tuple[str, ast.Call]]:
+    for call in program.calls:
+        func = call.func
+        if not isinstance(func, ast.Attribute):
+            if isinstance(func, ast.Name) and func.id in ("clip_grad_norm_", "clip_grad_value_"):
+                yield f"{func.id}(...)", call
+            continue
+        receiver = dotted(func.value) or ""
+        if last(receiver) == "accelerator":
+            continue
+        if func.attr == "backward":
+            yield f"{ast.unparse(func.value)}.backward()", call
+        elif func.attr == "step" and "optim" in last(receiver).lower():
+            yield f"{receiver}.step()", call
+        elif func.attr in ("clip_grad_norm_", "clip_grad_value_") and "accelerator" not in call_name(call):
+            yield f"{call_name(call)}(...)", call

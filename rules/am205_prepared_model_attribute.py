@@ -1,0 +1,115 @@
+"""AM205: the user's methods and attributes read through the prepared model's wrapper."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis.saving import state_dict_saved
+from migrator.analysis.wrapped import MODULE_API, WrappedUse, forward_in_training_step, wrapped_uses
+from migrator.edits import replace
+from migrator.rule import Example, FixAvailability, Rule
+
+
+_WHY = {
+    "": "the DDP wrapper it is on N processes has none of the user model's attributes",
+    "state_dict": "its keys gain DDP's `module.` prefix on N processes",
+    "load_state_dict": "it expects keys with DDP's `module.` prefix on N processes",
+    "no_sync": "only the DDP wrapper has it, and the model is not wrapped on one process",
+}
+
+
+class PreparedModelAttribute(Rule):
+    """## What it does
+    Finds methods and attributes of the user's model read on the prepared model
+    (`model.generate(...)`, `model.init_hidden(bsz)`, `model.decode(z)`,
+    `model.linear.weight`, `D.output_shape`, `self.model.config`, and
+    `model.state_dict()` / `model.load_state_dict(...)` used in memory) and rewrites them
+    to go through `accelerator.unwrap_model(model)`; `with model.no_sync():` becomes
+    `with accelerator.no_sync(model):`. torch.nn.Module's own API (`parameters()`,
+    `train()`, `eval()`, `to()`, `zero_grad()`, `modules()`, hooks, calling the model)
+    stays on the wrapper.
+
+    ## Why is this bad?
+    On N processes `prepare()` returns a DistributedDataParallel wrapper, which has only
+    torch.nn.Module's API: `model.init_hidden` raises
+    `AttributeError: 'DistributedDataParallel' object has no attribute 'init_hidden'`, and
+    `state_dict()` keys gain `module.`, so copying them into a plain model
+    (`target_net.load_state_dict(policy_net.state_dict())`) fails. On one process the
+    model is not wrapped, so `model.no_sync()` fails there instead. The script works on
+    one process count and breaks on the other; `unwrap_model` is right on both.
+
+    ## Example
+    ```python
+    model, optimizer = accelerator.prepare(model, optimizer)
+    hidden = model.init_hidden(batch_size)
+    ```
+
+    Use instead:
+    ```python
+    model, optimizer = accelerator.prepare(model, optimizer)
+    hidden = accelerator.unwrap_model(model).init_hidden(batch_size)
+    ```
+
+    ## Known limits
+    A state dict that is saved is AM501's (save-wrapped-model) and `model.module`
+    AM204's (prepared-model-module). A model reached through a container
+    (`models["G"].sample()`) or a method's parameter is not followed; code that cannot
+    reach the Accelerator is reported, not changed. A forward through the unwrapped
+    model skips DDP's gradient hooks, so a method that runs the model's layers inside the
+    training step (`z = model.encode(x)` before `backward()`, outside `torch.no_grad()`)
+    is reported, not unwrapped: the loss must come from `model(...)`. A method defined in
+    the file that only builds tensors (`init_hidden`) is unwrapped there too.
+    """
+
+    code = "AM205"
+    name = "prepared-model-attribute"
+    message = "`{name}.{attr}` on the prepared model: {why}{note}"
+    fix_title = "Use `accelerator.unwrap_model(model).attr`"
+    fix = FixAvailability.SOMETIMES
+    examples = (
+        Example(
+            before=(
+                "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "model = torch.nn.Linear(2, 2)\nmodel = accelerator.prepare(model)\nweight = model.weight\n"
+            ),
+            after=(
+                "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "model = torch.nn.Linear(2, 2)\nmodel = accelerator.prepare(model)\n"
+                "weight = accelerator.unwrap_model(model).weight\n"
+            ),
+            at=("7:10",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        for use in wrapped_uses(self.analysis):
+            if use.attr in MODULE_API or use.attr == "module":
+                continue  # the wrapper answers alike; `.module` is AM204's
+            if use.attr == "state_dict" and self._saved(use):
+                continue  # AM501 unwraps a saved state dict
+            self._check(use)
+
+    def _saved(self, use: WrappedUse) -> bool:
+        call = self.analysis.parent(use.attribute)
+        return isinstance(call, cst.Call) and call.func is use.attribute and state_dict_saved(self.analysis, call)
+
+    def _check(self, use: WrappedUse) -> None:
+        accelerator = self.analysis.accelerator_at(use.attribute)
+        fields = {"name": use.name, "attr": use.attr, "why": _WHY.get(use.attr, _WHY[""])}
+        if accelerator is None:
+            self.report(use.attribute, note=" (left as written: the Accelerator cannot be reached from here)", **fields)
+            return
+        if use.attr != "no_sync" and forward_in_training_step(self.analysis, use):
+            note = (
+                " (left as written: a forward through the unwrapped model in the training step would skip"
+                " DDP's gradient all-reduce; compute the loss through the model's forward, `model(...)`)"
+            )
+            self.report(use.attribute, note=note, **fields)
+            return
+        call = self.analysis.parent(use.attribute)
+        if use.attr == "no_sync" and isinstance(call, cst.Call) and call.func is use.attribute and not call.args:
+            new = cst.parse_expression(f"{accelerator}.no_sync({use.name})")
+            self.report(use.attribute, edits=[replace(call, new)], note="", **fields)
+            return
+        new = cst.parse_expression(f"{accelerator}.unwrap_model({use.name})")
+        self.report(use.attribute, edits=[replace(use.holder, new)], note="", **fields)

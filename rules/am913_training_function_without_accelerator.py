@@ -1,0 +1,84 @@
+"""AM913: a function that trains or evaluates what its caller set up, with no Accelerator."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis.unreached import unreached_functions
+from migrator.rule import Example, Rule
+
+
+class TrainingFunctionWithoutAccelerator(Rule):
+    """## What it does
+    In a file that makes no Accelerator and builds no training set-up of its own (an
+    `engine.py` beside `train.py`), reports each function that receives the model, the
+    optimizer or the dataloader as parameters and calls `loss.backward()`,
+    `clip_grad_norm_`/`clip_grad_value_` or `optimizer.step()`, or collects evaluation
+    outputs (`fin_outputs.extend(outputs.cpu().numpy().tolist())`) from a loader it is
+    given. Each finding names the call and what it becomes. Nothing is changed.
+
+    ## Why is this bad?
+    Once the caller prepares the model, the optimizer and the loaders, this code runs on
+    every process with 1/N of the data. A plain `loss.backward()` skips the loss scaling
+    of mixed precision and the division of gradient accumulation; a `clip_grad_norm_`
+    clips fp16 gradients before they are unscaled; and the predictions an evaluation
+    function returns are this process's share only, so the accuracy the caller computes
+    from them differs between processes and is not the model's. Migrating the caller
+    alone leaves all of this silently single-process.
+
+    ## What to do by hand
+    Give the function an `accelerator` parameter and pass the caller's Accelerator in
+    (the caller is where `accelerator.prepare(...)` is): `accelerator.backward(loss)`,
+    `accelerator.clip_grad_norm_(...)`, and in evaluation
+    `outputs, targets = accelerator.gather_for_metrics((outputs, targets))` before the
+    values are collected. Moves such as `ids.to(device, dtype=torch.long)` can stay when
+    the caller passes `accelerator.device`.
+
+    ## Example
+    ```python
+    def train_fn(data_loader, model, optimizer):
+        for x, y in data_loader:
+            loss = model(x, y)
+            loss.backward()
+            optimizer.step()
+    ```
+
+    Use instead:
+    ```python
+    def train_fn(data_loader, model, optimizer, accelerator):
+        for x, y in data_loader:
+            loss = model(x, y)
+            accelerator.backward(loss)
+            optimizer.step()
+    ```
+
+    ## Known limits
+    The migrator works on one file at a time here: it does not change the function's
+    signature, because the callers in other files would not pass the new argument.
+
+    ## See also
+    - AM912 (optimizer-free-training): a script that trains with no optimizer at all.
+    """
+
+    code = "AM913"
+    name = "training-function-without-accelerator"
+    message = "`{function}` {what}: it needs the Accelerator ({instead}); pass it in from the caller that prepares {inputs}"
+    examples = (
+        Example(
+            before=(
+                "import torch\n\n\n"
+                "def train_fn(data_loader, model, optimizer):\n"
+                "    for x, y in data_loader:\n"
+                "        loss = model(x, y)\n"
+                "        loss.backward()\n"
+                "        optimizer.step()\n"
+            ),
+            at=("7:9",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        for unreached in unreached_functions(self.analysis):
+            inputs = ", ".join(f"`{name}`" for name in unreached.inputs)
+            for need in unreached.needs:
+                self.report(need.node, function=unreached.name, what=need.what, instead=need.instead, inputs=inputs)

@@ -1,0 +1,149 @@
+"""AM915: each process would take a different number of training steps."""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from migrator.analysis import dotted_name
+from migrator.rule import Example, Rule
+
+
+class UnevenTrainingSteps(Rule):
+    """## What it does
+    Reports a backward pass (directly, or through a function of this file) inside a loop
+    whose length each process decides for itself: `for t in count(): ... if done: break`,
+    a `while` loop that ends on a `break` or on `done` (an environment episode, a
+    convergence test), or behind a test of a replay buffer's fill level
+    (`if memory.size() > 2000:`). Nothing is changed.
+
+    ## Why is this bad?
+    On N processes DDP all-reduces the gradients in every backward, and every process
+    must call it the same number of times. When one process's episode ends earlier, the
+    others wait in an all-reduce that never comes: the run hangs, or mixes up collectives.
+    Independent actors (each process its own environment and replay memory) also train
+    differently from one process with an N times larger batch.
+
+    ## Example
+    ```python
+    for t in count():
+        action = select_action(state)
+        observation, reward, terminated, truncated, _ = env.step(action.item())
+        optimize_model()          # calls loss.backward()
+        if terminated or truncated:
+            break
+    ```
+
+    Use instead: keep such training on one process, or make the number of optimisation
+    steps the same on every process (a fixed number of updates per episode, decoupled from
+    the episode's length), then migrate.
+
+    ## Known limits
+    Loops over a DataLoader, a `range()` or a fixed collection are not reported: a `break`
+    on a step budget there is the same on every process.
+    """
+
+    code = "AM915"
+    name = "uneven-training-steps"
+    message = (
+        "{what} runs a number of times each process decides for itself ({why}); "
+        "on N processes the gradient all-reduce would be called a different number of times and hang"
+    )
+    examples = (
+        Example(
+            before=(
+                "import torch\nfrom itertools import count\n\nmodel = torch.nn.Linear(2, 1)\n"
+                "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n\n\n"
+                "def optimize():\n    loss = model(torch.zeros(1, 2)).sum()\n    loss.backward()\n    optimizer.step()\n\n\n"
+                "for t in count():\n    optimize()\n    if t > torch.rand(1).item() * 10:\n        break\n"
+            ),
+            at=("15:5",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        trainers = {
+            f.name.value for f in self.analysis.nodes("FunctionDef") if _has_backward(f)
+        }
+        for loop in [*self.analysis.nodes("For"), *self.analysis.nodes("While")]:
+            why = _uneven(loop)
+            if why is None:
+                continue
+            found = _first_training_call(loop, trainers)
+            if found is not None:
+                what = cst.Module([]).code_for_node(found.func).strip() + "()"
+                self.report(found, what=f"`{what}`", why=why)
+        for branch in self.analysis.nodes("If"):
+            test = cst.Module([]).code_for_node(branch.test).strip()
+            if not _BUFFER_TEST.search(test):
+                continue
+            found = _first_training_call(branch.body, trainers)
+            if found is not None:
+                what = cst.Module([]).code_for_node(found.func).strip() + "()"
+                self.report(found, what=f"`{what}`", why=f"only `if {test}`, a count each process reaches at its own pace")
+
+
+# A replay buffer's fill level, tested before training starts (`if memory.size() > 2000:`).
+_BUFFER_TEST = re.compile(r"(memory|buffer|replay)\w*(\.size\(\)|\.__len__\(\))|len\((self\.)?\w*(memory|buffer|replay)\w*\)")
+
+
+def _uneven(loop: cst.CSTNode) -> str | None:
+    """Why this loop's length is each process's own, or None."""
+    if isinstance(loop, cst.For):
+        iterated = loop.iter.func if isinstance(loop.iter, cst.Call) else None
+        if dotted_name(iterated) in ("count", "itertools.count") and _breaks(loop):
+            return "`for ... in count()` until a `break`"
+        return None
+    if isinstance(loop, cst.While):
+        test = cst.Module([]).code_for_node(loop.test)
+        if "done" in test or "terminated" in test:
+            return f"`while {test.strip()}`"
+        if _breaks(loop):
+            return "a `while` loop that ends on a `break`"
+    return None
+
+
+def _breaks(loop: cst.CSTNode) -> bool:
+    """A `break` of this loop (not of a loop nested in it)."""
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_For(self, node: cst.For) -> bool:
+            return False
+
+        def visit_While(self, node: cst.While) -> bool:
+            return False
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Break(self, node: cst.Break) -> None:
+            nonlocal found
+            found = True
+
+    loop.body.visit(_Find())
+    return found
+
+
+def _has_backward(node: cst.CSTNode) -> bool:
+    return _first_training_call(node, set()) is not None
+
+
+def _first_training_call(node: cst.CSTNode, trainers: set[str]) -> cst.Call | None:
+    """The first `x.backward(...)` / `accelerator.backward(...)` or call of a function
+    in `trainers` under `node`."""
+    found: list[cst.Call] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            func = call.func
+            if found:
+                return
+            if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+                found.append(call)
+            elif isinstance(func, cst.Name) and func.value in trainers:
+                found.append(call)
+
+    node.visit(_Find())
+    return found[0] if found else None
