@@ -203,3 +203,18 @@ def close(a: float, b: float, atol: float, rtol: float = 0.0) -> bool:
     if math.isnan(a) or math.isnan(b):
         return False
     return abs(a - b) <= atol + rtol * abs(b)
+
+
+def parse_metrics(output: str, pattern: str) -> dict[int, list[dict[str, float]]]:
+    """Every evaluation line `pattern` (named groups, one per value) finds, per rank."""
+    regex = re.compile(pattern)
+    ranks: dict[int, list[dict[str, float]]] = {}
+    for line in output.splitlines():
+        rank = 0
+        tagged = _RANK.match(line)
+        if tagged:
+            rank, line = int(tagged.group(1)), tagged.group(2)
+        match = regex.search(line)
+        if match:
+            ranks.setdefault(rank, []).append({k: float(v) for k, v in match.groupdict().items() if v is not None})
+    return ranks

@@ -32,9 +32,12 @@ _WRITTEN = [
     re.compile(r"attr_call\(\s*[\w.]+\s*,\s*\"(\w+)\""),
     re.compile(r"\{(?:accelerator|reach)\}\.(\w+)"),
     re.compile(r"attr=cst\.Name\(\"(\w+)\"\)"),
-    re.compile(r"\baccelerator\.(\w+)"),  # in messages, explanations and examples
+    re.compile(r"(?<!torch\.)\baccelerator\.(\w+)"),  # in messages, explanations and examples (not torch.accelerator)
 ]
-_ACCELERATOR_NAME = re.compile(r"(?:^|\.)accelerator$")
+# Methods rules write on tensors and modules (`x.to(accelerator.device)`), which the
+# source patterns above cannot tell from the Accelerator's own.
+_TENSOR_METHODS = {"to", "cuda", "cpu"}
+_ACCELERATOR_NAME = re.compile(r"(?:^|\.)(?<!torch\.)accelerator$")  # not torch.accelerator
 
 
 def _dotted(node: ast.AST) -> str:
@@ -98,7 +101,7 @@ def emitted() -> _Uses:
     for path in sorted(RULES.glob("*.py")):
         text = path.read_text()
         for pattern in _WRITTEN:
-            uses.attrs.update(pattern.findall(text))
+            uses.attrs.update(set(pattern.findall(text)) - _TENSOR_METHODS)
     uses.attrs.update(uses.calls)
     return uses
 

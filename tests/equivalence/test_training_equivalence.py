@@ -13,7 +13,7 @@ import math
 import pytest
 
 from migrator.config import Target
-from tests.equivalence import harness
+from tests.equivalence import harness, runner
 from tests.equivalence.training_cases import training_cases
 from tests.fixture_cases import cases
 
@@ -63,6 +63,31 @@ def test_two_processes_train_as_the_original_at_twice_the_batch(spec):
         return
     reference = harness.original(spec, nproc * spec.batch, reference=True).steps
     harness.assert_matches_global_batch(run.ranks, reference, what)
+
+
+METRICS = [spec for spec in SPECS if spec.metrics]
+
+
+@pytest.mark.parametrize("spec", METRICS, ids=[spec.name for spec in METRICS])
+def test_evaluation_metrics_count_every_process(spec):
+    """A fixture's evaluation lines (its `metrics` pattern): on 1 process the original's;
+    on N processes, on every rank, the original's at N times the batch, which trains the
+    same steps and evaluates the same data: gathered and reduced metrics cover every
+    process's samples, once."""
+    nproc = harness.NPROC
+    for run, reference, what in (
+        (harness.migrated(spec, spec.target, 1), harness.original(spec, spec.batch), "1 process"),
+        (harness.migrated(spec, spec.target, nproc), harness.original(spec, nproc * spec.batch, reference=True), f"{nproc} processes"),
+    ):
+        expected = runner.parse_metrics(reference.output, spec.metrics)[0]
+        ranks = runner.parse_metrics(run.output, spec.metrics)
+        assert expected, f"{spec.name}: the original printed no line matching {spec.metrics!r}"
+        assert sorted(ranks) == list(range(len(ranks))) and ranks, f"{spec.name}, {what}: metric lines per rank {sorted(ranks)}"
+        for rank, lines in ranks.items():
+            assert len(lines) == len(expected), f"{spec.name}, {what}, rank {rank}: {len(lines)} evaluations, expected {len(expected)}"
+            for got, want in zip(lines, expected):
+                for key, value in want.items():
+                    assert got[key] == pytest.approx(value, rel=1e-4, abs=2e-6), f"{spec.name}, {what}, rank {rank}: {key} {got} vs {want}"
 
 
 ACCELERATE = [(spec, n) for spec in SPECS for n in spec.accelerate]

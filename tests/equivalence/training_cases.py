@@ -13,6 +13,8 @@ A fixture declares that it trains, and how to set its batch size, in its case.to
     accelerate = [1, 2]           # also run under Hugging Face Accelerate on these process counts
     pattern = 'Epoch: (?P<epoch>\d+).*Loss: (?P<loss>\S+)'  # the script's own step line (optional)
     known_bug = "..."             # the N-process comparison fails because of this open bug (strict xfail)
+    metrics = 'val_loss (?P<val_loss>\S+) accuracy (?P<accuracy>\S+)'  # evaluation lines (optional): every
+                                  # rank of the N-process run prints the original's values at N*B
 
 Its script prints one line per optimizer step with `step`, `loss` and `lr` in it (a plain
 print such as `print(f"epoch {e} step {i} loss {loss.item():.6f} lr {lr}")`), or in its
@@ -28,7 +30,10 @@ from pathlib import Path
 from migrator.config import Target
 from tests.fixture_cases import FIXTURES, case_config
 
-_KEYS = {"batch_arg", "batch", "args", "lr", "reference_args", "lr_tolerance", "why", "accelerate", "pattern", "known_bug"}
+_KEYS = {
+    "batch_arg", "batch", "args", "lr", "reference_args", "lr_tolerance", "why", "accelerate", "pattern", "known_bug",
+    "metrics",
+}
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,7 @@ class TrainSpec:
     accelerate: tuple[int, ...] = ()
     pattern: str | None = None
     known_bug: str | None = None
+    metrics: str | None = None
 
     @property
     def name(self) -> str:
@@ -86,6 +92,7 @@ def load(case: Path) -> TrainSpec | None:
         accelerate=tuple(int(n) for n in table.get("accelerate", ())),
         pattern=table.get("pattern"),
         known_bug=table.get("known_bug"),
+        metrics=table.get("metrics"),
     )
 
 

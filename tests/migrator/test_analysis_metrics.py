@@ -60,11 +60,57 @@ def test_shapes_that_are_reported() -> None:
                 hits += out.argmax(1).sum().item()
         for batch in loader:
             preds = model(batch["x"]).argmax(-1)
-            hits += (preds == batch["y"]).sum().item()
+            hits += (preds == batch["y"]).sum().item() + (preds == batch["z"]).sum().item()
         """
     )
     assert "condition" in conditional.reason
-    assert "batch[...]" in subscripted.reason
+    assert "batch[...]" in subscripted.reason  # two keys: which one is the reference?
+
+
+def test_a_batch_dict_value_is_gathered_into_a_name_of_its_own() -> None:
+    _, (gather,) = _gathers(
+        """
+        for batch in loader:
+            preds = model(batch["x"]).argmax(-1)
+            hits += (preds == batch["labels"]).sum().item()
+        """
+    )
+    assert gather.reason is None
+    assert gather.names == ("preds", "labels") and gather.values == ("preds", 'batch["labels"]')
+    assert gather.renames == (('batch["labels"]', "labels"),)
+
+
+def test_a_scalar_loss_is_reduced_not_gathered() -> None:
+    _, (gather,) = _gathers(
+        """
+        criterion = torch.nn.CrossEntropyLoss(reduction="sum")
+        for x, y in loader:
+            out = model(x)
+            loss = criterion(out, y)
+            total += loss.item()
+            hits += (out.argmax(1) == y).sum().item()
+        """
+    )
+    assert gather.reason is None
+    assert [(n, r) for n, r, _ in gather.reductions] == [("loss", "sum")]
+    # the loss is computed from `out` after the gather: gathered into new names, so the
+    # loss stays this process's (and is then summed once across processes)
+    assert gather.names == ("all_out", "all_y") and gather.values == ("out", "y")
+
+
+def test_names_the_loop_reuses_are_gathered_into_new_ones() -> None:
+    _, (gather,) = _gathers(
+        """
+        for i, (x, _) in enumerate(loader):
+            out = model(x)
+            err += ((out - x) ** 2).sum().item()
+            if i == 0:
+                keep = out.view(4, 2)
+        """
+    )
+    assert gather.reason is None
+    assert gather.names == ("all_out", "all_x") and gather.values == ("out", "x")
+    assert set(gather.renames) == {("out", "all_out"), ("x", "all_x")}
 
 
 def test_loops_that_train_are_already_gathered_or_reduced_later_are_left_alone() -> None:
@@ -82,3 +128,20 @@ def test_loops_that_train_are_already_gathered_or_reduced_later_are_left_alone()
         """
     )
     assert gathers == ()
+
+
+def test_values_of_unknown_shape_are_not_gathered_in_place_of_the_output() -> None:
+    """imagenet's validate: `acc1, acc5 = accuracy(output, target)` are per-batch numbers
+    from a function of the user's; the output is used again by the loss."""
+    _, (gather,) = _gathers(
+        """
+        criterion = torch.nn.CrossEntropyLoss()
+        for images, target in loader:
+            output = model(images)
+            loss = criterion(output, target)
+            acc1, acc5 = accuracy(output, target, topk=(1, 5))
+            losses.update(loss.item(), images.size(0))
+            top1.update(acc1[0], images.size(0))
+        """
+    )
+    assert "is used again in the loop" in gather.reason

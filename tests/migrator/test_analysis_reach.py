@@ -28,6 +28,8 @@ def test_a_function_creating_it_reaches_module_functions_not_methods_or_module_c
         before()
         def helper():
             step()
+        def orphan():
+            lonely()
         class Logger:
             def log(self):
                 write()
@@ -35,10 +37,13 @@ def test_a_function_creating_it_reaches_module_functions_not_methods_or_module_c
             early()
             model = torch.nn.Linear(2, 2)
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            helper()
         """
     )
     assert analysis.accelerator == "accelerator"
     assert analysis.accelerator_at(_call(analysis, "step(")) == "accelerator"  # threaded by AM002
+    # no caller in this file: a caller elsewhere would not pass it
+    assert analysis.accelerator_at(_call(analysis, "lonely(")) is None
     assert analysis.accelerator_at(_call(analysis, "early(")) == "accelerator"
     assert analysis.accelerator_at(_call(analysis, "write(")) is None
     assert analysis.accelerator_at(_call(analysis, "before(")) is None

@@ -10,7 +10,7 @@ from libcst.metadata import MetadataWrapper
 
 from migrator.analysis import ScriptAnalysis, analyze
 from migrator.analysis.removal import removal_unit
-from migrator.analysis.saving import saves
+from migrator.analysis.saving import paired_loads, saves, state_dict_saved
 
 
 def _analyze(code: str) -> ScriptAnalysis:
@@ -73,3 +73,90 @@ def test_an_if_with_side_effects_in_its_test_stays() -> None:
     analysis = _analyze("if setup():\n    model.cuda()\n")
     statement = analysis.module.body[0].body.body[0]
     assert removal_unit(statement, analysis.parent, analysis.imports) is statement
+
+
+PAIRS = """
+import os
+import tempfile
+import torch
+from tempfile import TemporaryDirectory
+model = torch.nn.Linear(2, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(2):
+    torch.save(model.state_dict(), "best.pt")
+with TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "last.pt")
+    torch.save(model.state_dict(), path)
+    model.load_state_dict(torch.load(path))
+scratch = tempfile.mkdtemp()
+torch.save(model.state_dict(), scratch + "/m.pt")
+with open("w.pt", "wb") as f:
+    torch.save(model.state_dict(), f)
+with open("w.pt", "rb") as g:
+    state = torch.load(g)
+model.load_state_dict(torch.load("best.pt"))
+earlier = torch.load("other.pt")
+"""
+
+
+def test_paths_each_process_makes_for_itself_are_not_saves_to_share() -> None:
+    analysis = _analyze(PAIRS)
+    found = sorted(_code(analysis, s.call) for s in saves(analysis))
+    assert found == ['torch.save(model.state_dict(), "best.pt")', "torch.save(model.state_dict(), f)"]
+
+
+def test_loads_of_the_saved_path_are_paired_also_through_an_opened_file() -> None:
+    analysis = _analyze(PAIRS)
+    found = {_code(analysis, s.call): s for s in saves(analysis)}
+    best = paired_loads(analysis, found['torch.save(model.state_dict(), "best.pt")'].call)
+    assert [_code(analysis, c) for c in best] == ['torch.load("best.pt")']
+    opened = found["torch.save(model.state_dict(), f)"]
+    assert _code(analysis, opened.opened) == 'with open("w.pt", "wb") as f:'
+    assert _code(analysis, opened.anchor) == 'with open("w.pt", "wb") as f:'  # the open truncates first
+    assert [_code(analysis, c) for c in paired_loads(analysis, opened.call)] == ["torch.load(g)"]
+
+
+def test_a_saved_state_dict_is_told_from_one_used_in_memory() -> None:
+    analysis = _analyze(
+        """
+        import torch
+        def main(model, target):
+            torch.save(model.state_dict(), "a.pt")
+            state = model.state_dict()
+            torch.save(state, "b.pt")
+            target.load_state_dict(model.state_dict())
+        """
+    )
+    calls = [c.node for c in analysis.facts.calls if c.func == "model.state_dict"]
+    assert [state_dict_saved(analysis, c) for c in calls] == [True, True, False]
+
+
+def test_a_save_in_a_method_called_under_an_if_waits_before_the_call() -> None:
+    analysis = _analyze(
+        """
+        import torch
+        class Trainer:
+            def __init__(self, model, gpu_id):
+                self.model, self.gpu_id = model, gpu_id
+            def _save(self):
+                torch.save(self.model.state_dict(), "c.pt")
+            def train(self):
+                for epoch in range(2):
+                    step()
+                    if self.gpu_id == 0:
+                        self._save()
+        def helper(model):
+            torch.save(model.state_dict(), "h.pt")
+        def main(model, flag):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            if flag:
+                helper(model)
+            if not flag:
+                helper(model)
+        if __name__ == "__main__":
+            main()
+        """
+    )
+    found = {_code(analysis, s.call): s for s in saves(analysis)}
+    assert _code(analysis, found['torch.save(self.model.state_dict(), "c.pt")'].anchor) == "if self.gpu_id == 0:"
+    assert found['torch.save(model.state_dict(), "h.pt")'].anchor is None  # two conditional callers

@@ -77,7 +77,8 @@ def test_an_empty_run() -> None:
 def test_report_of_a_real_migration() -> None:
     source = (
         "import torch\n\nmodel = torch.nn.Linear(2, 2)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "loss = model(torch.zeros(1, 2)).sum()\nloss.backward()\ndist_all = torch.distributed.all_gather([], loss)\n"
+        "loss = model(torch.zeros(1, 2)).sum()\nloss.backward()\n"
+        "if torch.distributed.is_initialized():\n    dist_all = torch.distributed.all_gather([], loss)\n"
     )
     result = migrate_source(source, "tiny.py")
     report = render_report([result])
@@ -94,7 +95,8 @@ HAZARD = (
     "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
     "loss = model(torch.ones(2)).sum()\n"
     "loss.backward()\n"
-    "torch.distributed.all_gather([], loss)\n"
+    "if torch.distributed.is_initialized():\n"
+    "    torch.distributed.all_gather([], loss)\n"
 )
 
 

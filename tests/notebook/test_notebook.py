@@ -104,7 +104,8 @@ def test_a_byte_order_mark_is_kept():
 def test_a_name_defined_in_one_cell_is_known_in_a_later_one():
     _, result = migrated(TRAIN_CELLS)
     cells = code_sources(result.after)
-    assert cells[0] == "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()"
+    # no device anywhere, no loader: the tensors the cells build stay on the CPU, so does the model
+    assert cells[0] == "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator(cpu=True)"
     assert cells[1].endswith("model, optimizer = accelerator.prepare(model, optimizer)")
     assert "accelerator.backward(loss)" in cells[2]
 

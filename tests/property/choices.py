@@ -168,9 +168,17 @@ class Plan:
     device_tensor: bool  # torch.zeros(..., device=device) in the loop
     uses_args: bool
     names: dict[str, str]
+    syntax: frozenset[str] = frozenset()  # of SHAPES: the less common syntax this script uses
 
 
-def make_plan(c: Chooser) -> Plan:
+# Syntax the crash sweep meets in real scripts (tests/property/shapes.py and fragments.py
+# write each); a script uses any subset.
+SHAPES = ("one_line", "semicolons", "walrus", "match", "decorator", "nested", "lambda", "star")
+
+
+def make_plan(c: Chooser, shapes: bool = False) -> Plan:
+    """Every decision; `shapes` also draws the less common syntax (off for the seeded
+    benchmark corpus, whose scripts must stay the same from run to run)."""
     sp = choose_imports(c)
     scope = c.pick(["module", "main", "function", "main_guard", "class_receives", "class_builds"])
     device = c.pick(["none", "cond", "cuda", "string", "string_cond", "use_cuda", "args", "cuda_calls"])
@@ -214,4 +222,5 @@ def make_plan(c: Chooser) -> Plan:
         device_tensor=device not in ("none", "cuda_calls") and c.flag(0.25),
         uses_args=uses_args,
         names=names,
+        syntax=frozenset(shape for shape in SHAPES if c.flag(0.3)) if shapes else frozenset(),
     )

@@ -127,6 +127,10 @@ def optimizer_setup(p: Plan, c: Chooser, r: Refs) -> list[str]:
     cls = c.pick(["SGD", "Adam", "AdamW"])
     extra = ", momentum=0.9" if cls == "SGD" and c.flag() else ""
     lines = [f"{r['opt']} = {p.sp.optim(cls)}({r['model']}.parameters(), lr={lr}{extra})"]
+    if "match" in p.syntax:  # the optimizer chosen by name, one `case` per kind
+        other = f"{r['opt']} = {p.sp.optim('Adam')}({r['model']}.parameters(), lr={lr})"
+        lines = [f'optimizer_kind = "{cls.lower()}"', "match optimizer_kind:", f'{INDENT}case "adam_fallback":',
+                 f"{INDENT * 2}{other}", f"{INDENT}case _:", f"{INDENT * 2}{lines[0]}"]
     if p.optimizers == 2:
         lines.append(f"{r['opt2']} = {p.sp.optim('SGD')}({r['model']}.parameters(), lr=0.1)")
     return lines
@@ -190,6 +194,9 @@ def batch_loop(p: Plan, c: Chooser, r: Refs, d_in: int) -> list[str]:
         if p.move != "none" or p.device == "cuda_calls":
             body.append(f"{bname} = {{k: {r.move('v')} for k, v in {bname}.items()}}")
         body.append(f'x, y = {bname}["x"], {bname}["y"]')
+    if "star" in p.syntax and p.batches != "dict":  # `for x, *rest in loader:`
+        head = head.replace("x, y", "x, *rest", 1)
+        body.append("y = rest[0]")
     if p.batches != "dict" and (p.move != "none" or p.device == "cuda_calls"):
         if c.flag():
             body.append(f"x, y = {r.move('x')}, {r.move('y')}")
@@ -205,6 +212,10 @@ def batch_loop(p: Plan, c: Chooser, r: Refs, d_in: int) -> list[str]:
         body.append(f"loss = criterion({out}, y)")
     else:
         body.append(c.pick([f"loss = {p.sp.F}.cross_entropy({out}, y)", f"loss = {out}.pow(2).mean()"]))
+    if "nested" in p.syntax:  # the loss computed by a function defined in the loop
+        compute = "criterion" if p.criterion else f"{p.sp.F}.cross_entropy"
+        body[-1:] = ["def compute_loss(out, target):", f"{INDENT}return {compute}(out, target)",
+                     f"loss = compute_loss({out}, y)"]
     body.append(backward(p, c, "loss"))
     body += clip(p, c, r)
     body.append(f"{opt}.step()")
@@ -216,12 +227,16 @@ def batch_loop(p: Plan, c: Chooser, r: Refs, d_in: int) -> list[str]:
         body.append(f"{opt}.zero_grad()")
         if p.optimizers == 2:
             body.append(f"{r['opt2']}.zero_grad(set_to_none=True)")
-    if c.flag(0.3):
+    shown = c.flag(0.3)
+    if "walrus" in p.syntax:
+        body += ["if (value := loss.item()) > 100:", f'{INDENT}print(f"loss {{value:.4f}}")']
+    elif shown:
         body += ["if loss.item() > 100:", f'{INDENT}print(f"loss {{loss.item():.4f}}")']
     return [head] + [INDENT + line for line in body]
 
 
-def eval_loop(p: Plan, c: Chooser, r: Refs) -> list[str]:
+def eval_loop(p: Plan, c: Chooser, r: Refs, decorated: bool = False) -> list[str]:
+    """The evaluation loop; `decorated`: its function is `@torch.no_grad()`, no `with`."""
     model, loader = r["model"], r["eval_loader"]
     inner = []
     if p.batches == "dict":
@@ -235,7 +250,10 @@ def eval_loop(p: Plan, c: Chooser, r: Refs) -> list[str]:
             inner.append(f"{INDENT}x, y = {r.move('x')}, {r.move('y')}")
     inner.append(f"{INDENT}pred = {model}(x).argmax(dim=1)")
     inner.append(f"{INDENT}correct += (pred == y).sum().item()")
-    lines = [f"{model}.eval()", "correct = 0", "with torch.no_grad():"] + [INDENT + line for line in inner]
+    if decorated:
+        lines = [f"{model}.eval()", "correct = 0"] + inner
+    else:
+        lines = [f"{model}.eval()", "correct = 0", "with torch.no_grad():"] + [INDENT + line for line in inner]
     lines.append(c.pick([
         f"print(correct / len({loader}.dataset))",
         f'print(f"accuracy {{correct / len({loader}.dataset):.3f}}")',

@@ -20,6 +20,29 @@ class Regression:
 
 REGRESSIONS = [
     Regression(
+        "am510-save-in-a-one-line-def",
+        "E999 internal error: TypeError: 'SimpleStatementSuite' object is not iterable (a torch.save"
+        " in a one-line def body was given the suite as its barrier anchor; fixed in 5e0449b)",
+        """\
+import torch
+
+
+class Trainer:
+    def __init__(self):
+        self.model = torch.nn.Linear(4, 2)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        self.loader = torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=2)
+
+    def fit(self):
+        for x in self.loader:
+            self.model(x).sum().backward()
+            self.opt.step()
+
+    def save(self): torch.save(self.model.state_dict(), "model.pt")
+""",
+        mode="lint",
+    ),
+    Regression(
         "am302-clip-on-self-accelerator",
         "E999 internal error: CSTValidationError: Name 'self.accelerator' is not a valid identifier"
         " (AM302 built cst.Name from a dotted accelerator name; fixed in 97c9b09)",
@@ -118,10 +141,9 @@ def main():
     ),
     Regression(
         "comment-above-a-removed-statement-is-dropped",
-        "removing `x = x.cuda()` (AM101) also removes the comment line above it, which "
-        "describes the lines after it: LibCST keeps own-line comments in the removed "
-        "statement's leading_lines; DESIGN: comments outside the changed expressions survive "
-        "(move the leading_lines to the next statement of the block when removing)",
+        "removing `x = x.cuda()` (AM101) removed the comment line above it, which describes "
+        "the lines after it (LibCST keeps own-line comments in the removed statement's "
+        "leading_lines); fixed: edits.py moves them onto the next statement kept",
         """\
 import torch
 
@@ -132,6 +154,25 @@ for x in loader:
     # the forward and backward pass
     x = x.cuda()
     model(x).sum().backward()
+    optimizer.step()
+""",
+    ),
+    Regression(
+        "comment-above-a-removed-import-is-dropped",
+        "the import pass removes `from torch.nn.utils import clip_grad_norm_` once it is "
+        "unused, and the comment line above it goes too (statement removals by rules keep "
+        "theirs since edits.py moves them; migrator/imports.py does not yet)",
+        """\
+import torch
+# helpers for the training step
+from torch.nn.utils import clip_grad_norm_
+
+model = torch.nn.Linear(2, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = torch.utils.data.DataLoader(torch.randn(8, 2), batch_size=2)
+for x in loader:
+    model(x).sum().backward()
+    clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
 """,
         bug="comment-dropped",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 
 from tests.property.choices import Chooser, Plan, RandomChooser, make_plan
+from tests.property.shapes import join_semicolons, one_line_bodies
 from tests.property.fragments import (
     INDENT,
     Refs,
@@ -55,7 +56,9 @@ def _setup_lines(p: Plan, c: Chooser, r: Refs, d_in: int, classes: int, with_arg
     else:
         lines += model_lines + data[:1] + steps + optimizer_setup(p, c, r) + data[1:]
     lines += scheduler_setup(p, c, r)
-    if p.criterion:
+    if p.criterion and "lambda" in p.syntax:
+        lines.append(f"criterion = lambda out, target, weight=1.0: weight * {p.sp.F}.cross_entropy(out, target)")
+    elif p.criterion:
         lines.append(f"criterion = {p.sp.nn}.CrossEntropyLoss()")
     return lines
 
@@ -115,7 +118,9 @@ def _function_scope(p: Plan, c: Chooser, d_in: int, classes: int) -> list[str]:
                 eparams.append(r["device"])
             if p.uses_args:
                 eparams.insert(0, "args")
-            defs += [f"def evaluate({', '.join(eparams)}):"] + indent(eval_loop(p, c, r)) + ["", ""]
+            deco = "decorator" in p.syntax
+            defs += ["@torch.no_grad()"] if deco else []
+            defs += [f"def evaluate({', '.join(eparams)}):"] + indent(eval_loop(p, c, r, deco)) + ["", ""]
             call.append(f"evaluate({', '.join(eparams)})")
         if p.scheduler == "per_epoch":
             call.append(f"{r['sched']}.step()")
@@ -143,7 +148,9 @@ def _class_scope(p: Plan, c: Chooser, d_in: int, classes: int) -> list[str]:
         epoch_body.append("self.evaluate()")
     methods = ["def train_epoch(self):"] + indent([f"{r['model']}.train()"] + method_body)
     if p.eval_loop:
-        methods += ["", "def evaluate(self):"] + indent(eval_loop(p, c, r))
+        deco = "decorator" in p.syntax
+        methods += ["", *(["@torch.no_grad()"] if deco else []), "def evaluate(self):"]
+        methods += indent(eval_loop(p, c, r, deco))
     methods += ["", "def fit(self):"] + indent([f"for epoch in range(self.{p.names['epochs']}):"] + indent(epoch_body))
     if p.save != "none":
         methods += ["", "def save(self):"] + indent(save(p, r))
@@ -214,9 +221,10 @@ def _header(c: Chooser) -> list[str]:
     return head
 
 
-def training_script(c: Chooser, noise: float = 0.15) -> str:
-    """One whole training script; `noise` is the chance of a blank or comment line."""
-    p = make_plan(c)
+def training_script(c: Chooser, noise: float = 0.15, shapes: bool = False) -> str:
+    """One whole training script; `noise` is the chance of a blank or comment line;
+    `shapes` lets it use the less common syntax of choices.SHAPES."""
+    p = make_plan(c, shapes)
     d_in, classes = c.pick([4, 8, 20]), c.pick([2, 3, 10])
     if p.scope in ("module", "main_guard"):
         body = _module_scope(p, c, d_in, classes)
@@ -226,6 +234,10 @@ def training_script(c: Chooser, noise: float = 0.15) -> str:
         body = _class_scope(p, c, d_in, classes)
     local = (local_class(p) + ["", ""]) if p.model == "local_class" else []
     lines = _header(c) + p.sp.imports + ["", ""] + local + body
+    if "semicolons" in p.syntax:  # before one_line: `if c: a; b` keeps both in the body
+        lines = join_semicolons(lines, c)
+    if "one_line" in p.syntax:
+        lines = one_line_bodies(lines, c)
     return "\n".join(_noise(lines, c, noise)).rstrip() + "\n"
 
 

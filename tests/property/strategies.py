@@ -39,5 +39,6 @@ class DrawChooser:
 
 @st.composite
 def training_scripts(draw, noise: float = 0.15) -> str:
-    """A whole training script assembled from fragments (see scriptgen)."""
-    return training_script(DrawChooser(draw), noise)
+    """A whole training script assembled from fragments (see scriptgen), with the less
+    common syntax real scripts use (choices.SHAPES)."""
+    return training_script(DrawChooser(draw), noise, shapes=True)

@@ -1,7 +1,9 @@
 """Properties of migrate_source over generated training scripts (DESIGN.md invariants).
 
-For every script the generator can assemble, in every mode (fix, lint, --target
-accelerate): the input compiles (generator sanity); the migration never fails
+For every script the generator can assemble (with the less common syntax the crash
+sweep meets in real repositories: one-line bodies, semicolons, walrus, match,
+decorators, nested functions, lambdas with defaults, star-unpacking; choices.SHAPES),
+in every mode (fix, lint, --target accelerate): the input compiles (generator sanity); the migration never fails
 internally; the output parses and compiles; a second run changes nothing; findings are
 well-formed, unique and inside the file; the output reads no name the input did not;
 lines no fix touched stay byte-identical (properties.py has one function per property).

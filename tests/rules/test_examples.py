@@ -9,6 +9,7 @@ from migrator.api import migrate_source
 from migrator.config import Config
 from migrator.registry import all_rules
 from migrator.rule import FixAvailability
+from migrator.verify import verify
 
 CASES = [(rule, i, ex) for rule in all_rules() for i, ex in enumerate(rule.examples)]
 
@@ -17,6 +18,9 @@ CASES = [(rule, i, ex) for rule in all_rules() for i, ex in enumerate(rule.examp
     "rule,index,example", CASES, ids=[f"{r.code}-{i}" for r, i, _ in CASES]
 )
 def test_example(rule, index, example) -> None:
+    if rule.reported_by_verifier:
+        _check_refusal(rule, example)
+        return
     lint = migrate_source(example.before, example.path, Config(fix=False))
     places = sorted(str(f.start) for f in lint.findings if f.code == rule.code)
     assert places, f"{rule.code}: the example gives no finding of this rule"
@@ -31,12 +35,30 @@ def test_example(rule, index, example) -> None:
         assert not [f for f in fixed.findings if f.code == rule.code and f.fixed]
 
 
+def _check_refusal(rule, example) -> None:
+    """A verifier code: migrating the example is refused, the text stays as it was, and
+    the finding is where the example says. With `refused`, the verifier alone is asked
+    about that migration."""
+    if example.refused is not None:
+        found = verify(example.before, example.refused)
+        assert sorted(f"{p.line}:{p.col}" for p in found if p.code == rule.code) == sorted(example.at)
+        return
+    result = migrate_source(example.before, example.path, Config())
+    assert result.after == example.before, f"{rule.code}: the example was migrated, not refused"
+    places = sorted(str(f.start) for f in result.findings if f.code == rule.code)
+    assert places == sorted(example.at), f"{rule.code}: refusal findings at {places}"
+    assert not any(f.fixable for f in result.findings), "a refused file offers no fix"
+
+
 @pytest.mark.parametrize("rule", all_rules(), ids=[r.code for r in all_rules()])
 def test_declared_fix_matches_behaviour(rule) -> None:
     assert rule.examples, f"{rule.code} has no examples"
     fixable = []
     for example in rule.examples:
-        result = migrate_source(example.before, example.path, Config(fix=False))
+        if example.refused is not None:
+            continue  # the verifier alone: it offers no fix
+        config = Config() if rule.reported_by_verifier else Config(fix=False)
+        result = migrate_source(example.before, example.path, config)
         fixable += [f.fixable for f in result.findings if f.code == rule.code]
     if rule.fix is FixAvailability.ALWAYS:
         assert all(fixable), f"{rule.code} declares ALWAYS but a finding had no fix"

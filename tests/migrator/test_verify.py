@@ -1,0 +1,404 @@
+"""The verifier on its own: pairs of (original, migration) it must refuse or accept.
+
+Each refusal case is a shape a rule once produced on real code; each acceptance case is
+a correct migration that an earlier version of a check refused.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from migrator.verify import verify
+
+HEAD = "import torch\nfrom runtime import Accelerator\n"
+
+
+def _codes(before: str, after: str) -> list[tuple[str, int]]:
+    return [(p.code, p.line) for p in verify(textwrap.dedent(before), textwrap.dedent(after))]
+
+
+def test_identical_texts_have_nothing_to_say() -> None:
+    text = "import torch\nx = torch.zeros(2)\n"
+    assert verify(text, text) == []
+
+
+def test_text_ast_cannot_parse_is_not_judged() -> None:
+    assert verify("x = 1\n", "x = (\n") == []
+
+
+# AM950: names ------------------------------------------------------------------------
+def test_prepare_above_the_accelerator_is_refused() -> None:
+    before = """
+        import torch
+        def main():
+            model = Net()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    """
+    after = """
+        import torch
+        def main():
+            model = Net()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            model, opt = accelerator.prepare(model, opt)
+            accelerator = Accelerator()
+    """
+    assert ("AM950", 5) in _codes(before, after)
+
+
+def test_undefined_names_the_script_already_had_are_not_blamed() -> None:
+    before = "import torch\nprint(undefined_thing)\n"
+    after = "import torch\nfrom runtime import Accelerator\naccelerator = Accelerator()\nprint(undefined_thing)\n"
+    assert _codes(before, after) == []
+
+
+def test_keyword_passed_from_a_function_without_an_accelerator() -> None:
+    before = """
+        def stylize(args):
+            pass
+        def main():
+            stylize(None)
+    """
+    after = """
+        def stylize(args, *, accelerator):
+            pass
+        def main():
+            stylize(None, accelerator=accelerator)
+    """
+    assert ("AM950", 5) in _codes(before, after)
+
+
+def test_self_attribute_read_in_init_before_it_is_assigned() -> None:
+    before = """
+        class Trainer:
+            def __init__(self, config):
+                self.config = config
+    """
+    after = """
+        class Trainer:
+            def __init__(self, config):
+                self.accelerator = Accelerator(mixed_precision="fp16" if self.config.amp else "no")
+                self.config = config
+    """
+    assert ("AM950", 4) in _codes(before, after)
+
+
+# AM951: whole set-ups ----------------------------------------------------------------
+def test_optimizer_prepared_without_its_model() -> None:
+    before = """
+        import torch
+        encoder = Encoder()
+        def train(loader):
+            opt = torch.optim.SGD(encoder.parameters(), lr=0.1)
+    """
+    after = HEAD + textwrap.dedent("""
+        encoder = Encoder()
+        def train(loader):
+            accelerator = Accelerator()
+            opt = torch.optim.SGD(encoder.parameters(), lr=0.1)
+            opt = accelerator.prepare(opt)
+    """)
+    assert "AM951" in [c for c, _ in _codes(before, after)]
+
+
+def test_weight_decay_groups_lead_back_to_the_model() -> None:
+    before = """
+        import torch
+        model = Net()
+        params = list(model.named_parameters())
+        groups = [{"params": [p for n, p in params if "bias" not in n]}]
+        opt = torch.optim.AdamW(groups, lr=1e-3)
+    """
+    after = HEAD + textwrap.dedent("""
+        accelerator = Accelerator()
+        model = Net()
+        params = list(model.named_parameters())
+        groups = [{"params": [p for n, p in params if "bias" not in n]}]
+        opt = torch.optim.AdamW(groups, lr=1e-3)
+        opt = accelerator.prepare(opt)
+    """)
+    assert any("model `model`" in p.message for p in verify(textwrap.dedent(before), after))
+
+
+def test_training_loop_over_an_unprepared_loader() -> None:
+    before = """
+        import torch
+        from torch.utils.data import DataLoader
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = DataLoader(data)
+        for x in loader:
+            model(x).sum().backward()
+    """
+    after = HEAD + textwrap.dedent("""
+        from torch.utils.data import DataLoader
+        accelerator = Accelerator()
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, opt = accelerator.prepare(model, opt)
+        loader = DataLoader(data)
+        for x in loader:
+            accelerator.backward(model(x).sum())
+    """)
+    assert "AM951" in [c for c, _ in _codes(before, after)]
+
+
+def test_a_tqdm_object_given_to_prepare() -> None:
+    before = "import torch\nbar = tqdm(loader)\n"
+    after = HEAD + "accelerator = Accelerator()\nbar = tqdm(loader)\nbar = accelerator.prepare(bar)\n"
+    assert "AM951" in [c for c, _ in _codes(before, after)]
+
+
+# AM952: stale uses -------------------------------------------------------------------
+PREPARED = HEAD + "accelerator = Accelerator()\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel, opt = accelerator.prepare(model, opt)\n"
+ORIGINAL = "import torch\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "z = model.decode(h)",
+        "h = model.init_hidden(4)",
+        "w = model.module.weight",
+        "target.load_state_dict(model.state_dict())",
+        "torch.save(model.state_dict(), 'm.pt')",
+        "model.load_state_dict(torch.load('m.pt'))",
+        "sd = model.state_dict()\nfor k in sd:\n    other[k] = sd[k]",
+    ],
+)
+def test_the_wrapper_used_like_the_module(use: str) -> None:
+    assert "AM952" in [c for c, _ in _codes(ORIGINAL + use + "\n", PREPARED + use + "\n")]
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "model.train()\nout = model(x)",
+        "n = sum(p.numel() for p in model.parameters())",
+        "z = accelerator.unwrap_model(model).decode(h)",
+        "best = {k: v.clone() for k, v in model.state_dict().items()}\nmodel.load_state_dict(best)",
+    ],
+)
+def test_what_the_wrapper_answers_like_the_module(use: str) -> None:
+    assert _codes(ORIGINAL + use + "\n", PREPARED + use + "\n") == []
+
+
+def test_uses_before_prepare_and_of_another_binding_are_the_plain_module() -> None:
+    before = ORIGINAL + "model.decode(h)\nmodel = Net()\nmodel.decode(h)\n"
+    after = HEAD + (
+        "accelerator = Accelerator()\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "model.decode(h)\nmodel, opt = accelerator.prepare(model, opt)\nmodel = Net()\nmodel.decode(h)\n"
+    )
+    assert _codes(before, after) == []
+
+
+def test_a_parameter_fed_only_unprepared_models_is_the_plain_module() -> None:
+    before = ORIGINAL + "def greedy(model):\n    return model.encode(1)\ndef infer():\n    model = Net()\n    greedy(model)\n"
+    after = PREPARED + "def greedy(model):\n    return model.encode(1)\ndef infer():\n    model = Net()\n    greedy(model)\n"
+    assert _codes(before, after) == []
+
+
+def test_set_epoch_left_after_its_sampler() -> None:
+    before = "import torch\nloader = DataLoader(ds, sampler=DistributedSampler(ds))\nloader.sampler.set_epoch(0)\n"
+    after = HEAD + "loader = DataLoader(ds, shuffle=True)\nloader.sampler.set_epoch(0)\n"
+    assert "AM952" in [c for c, _ in _codes(before, after)]
+    guarded = 'if hasattr(loader.sampler, "set_epoch"):\n    loader.sampler.set_epoch(0)\n'
+    before_guarded = before.replace("loader.sampler.set_epoch(0)\n", guarded)
+    after_guarded = after.replace("loader.sampler.set_epoch(0)\n", guarded)
+    assert _codes(before_guarded, after_guarded) == []
+
+
+def test_device_compared_as_a_string_after_it_became_a_torch_device() -> None:
+    before = 'import torch\ndevice = "cuda" if torch.cuda.is_available() else "cpu"\nif device == "cuda":\n    pass\n'
+    after = HEAD + 'accelerator = Accelerator()\ndevice = accelerator.device\nif device == "cuda":\n    pass\n'
+    assert "AM952" in [c for c, _ in _codes(before, after)]
+
+
+# AM953: device moves -----------------------------------------------------------------
+def test_move_removed_from_a_model_rebuilt_after_prepare() -> None:
+    before = "import torch\nmodel = Net().to(device)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\ntrain(model)\nmodel = Net().to(device)\n"
+    after = HEAD + (
+        "accelerator = Accelerator()\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "model, opt = accelerator.prepare(model, opt)\ntrain(model)\nmodel = Net()\n"
+    )
+    assert _codes(before, after) == [("AM953", 5)]
+
+
+def test_move_back_removed_after_the_model_went_to_the_cpu() -> None:
+    before = "import torch\nmodel = Net().to(device)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel.cpu()\nmodel.to(device)\n"
+    after = HEAD + (
+        "accelerator = Accelerator()\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "model, opt = accelerator.prepare(model, opt)\nmodel.cpu()\n"
+    )
+    assert ("AM953", 5) in _codes(before, after)
+
+
+def test_batch_moves_go_only_for_prepared_loaders() -> None:
+    before = (
+        "import torch\nmodel = Net().to(device)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for batch in loader:\n    batch = {k: v.to(device) for k, v in batch.items()}\n"
+        "for x in other:\n    x = x.to(device)\n"
+    )
+    after = HEAD + (
+        "accelerator = Accelerator()\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "model, opt, loader = accelerator.prepare(model, opt, loader)\n"
+        "for batch in loader:\n    pass\nfor x in other:\n    pass\n"
+    )
+    assert _codes(before, after) == [("AM953", 7)]
+
+
+def test_a_model_fed_cpu_tensors_it_never_placed() -> None:
+    before = "import torch\nseq = Seq()\nopt = torch.optim.LBFGS(seq.parameters())\nx = torch.from_numpy(data).double()\nout = seq(x)\n"
+    after = HEAD + (
+        "accelerator = Accelerator()\nseq = Seq()\nopt = torch.optim.LBFGS(seq.parameters())\n"
+        "seq, opt = accelerator.prepare(seq, opt)\nx = torch.from_numpy(data).double()\nout = seq(x)\n"
+    )
+    assert [c for c, _ in _codes(before, after)] == ["AM953"]
+
+
+# AM954: calls ------------------------------------------------------------------------
+def test_required_parameter_with_no_caller_in_the_file() -> None:
+    before = "def test(model, loader):\n    pass\n"
+    after = "def test(model, loader, *, accelerator):\n    pass\n"
+    assert _codes(before, after) == [("AM954", 1)]
+
+
+def test_method_calls_of_the_same_name_are_not_callers() -> None:
+    before = "def train(model):\n    model.train()\ndef main():\n    train(m)\n"
+    after = "def train(model, *, accelerator):\n    model.train()\ndef main():\n    accelerator = 1\n    train(m, accelerator=accelerator)\n"
+    assert _codes(before, after) == []
+
+
+# AM916: silence ----------------------------------------------------------------------
+def test_training_code_with_its_set_up_elsewhere_is_named() -> None:
+    from migrator.verify.silence import silent_training
+
+    text = "class T(Base):\n    def epoch(self):\n        loss.backward()\n        self.optimizer.step()\n"
+    assert [(p.code, p.line) for p in silent_training(text)] == [("AM916", 3), ("AM916", 4)]
+
+
+def test_migrated_code_is_not_silent_training() -> None:
+    from migrator.verify.silence import silent_training
+
+    text = "accelerator = Accelerator()\naccelerator.backward(loss)\noptimizer.step()\n"
+    assert silent_training(text) == []
+
+
+def test_the_engine_reports_silent_training_through_the_cli(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    script = tmp_path / "trainer.py"
+    script.write_text("import torch\n\n\nclass T(Base):\n    def epoch(self):\n        self.optimizer.zero_grad()\n        self.loss.backward()\n")
+    run = subprocess.run([sys.executable, "-m", "migrator", str(script), "--diff", "--no-cache"], capture_output=True, text=True)
+    assert "7:9: AM916" in run.stdout and run.returncode == 1, run.stdout + run.stderr
+
+
+def test_a_set_up_in_a_function_nothing_here_calls() -> None:
+    before = "import torch\ndef train(rank, model):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    after = HEAD + (
+        "def train(rank, model):\n    accelerator = Accelerator()\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    model, opt = accelerator.prepare(model, opt)\n"
+    )
+    assert ("AM954", 3) in _codes(before, after)
+    entry = after.replace("def train(rank, model)", "def main(rank, model)")
+    assert _codes(before.replace("def train", "def main"), entry) == []
+
+
+# AM955: one distributed engine -------------------------------------------------------
+def test_a_script_distributed_by_another_engine_is_left_whole() -> None:
+    before = "import torch\nimport horovod.torch as hvd\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    after = HEAD + "import horovod.torch as hvd\naccelerator = Accelerator()\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel, opt = accelerator.prepare(model, opt)\n"
+    assert ("AM955", 2) in _codes(before, after)
+
+
+@pytest.mark.parametrize(
+    "kept",
+    ["sampler = DistributedSampler(ds)", "model = DistributedDataParallel(model)", "dist.all_reduce(loss)", "meter.all_reduce()"],
+)
+def test_hand_made_distribution_left_beside_the_accelerator(kept: str) -> None:
+    before = ORIGINAL + kept + "\n"
+    after = PREPARED + kept + "\n"
+    assert "AM955" in [c for c, _ in _codes(before, after)]
+
+
+def test_guarded_collectives_are_not_refused_and_in_model_data_parallel_is_a_note() -> None:
+    kept = (
+        "if dist.is_initialized():\n    dist.all_reduce(loss)\n"
+        "class G(nn.Module):\n    def forward(self, x):\n        return nn.parallel.data_parallel(self.main, x, range(2))\n"
+    )
+    found = verify(ORIGINAL + kept, PREPARED + kept)
+    assert [(p.code, p.blocking) for p in found] == [("AM919", False)]
+
+
+def test_the_prepared_model_moved_to_the_cpu_and_back() -> None:
+    moved = "model.eval().cpu()\ntorch.save(model.state_dict(), 'm.pt')\nmodel.to(device).train()\n"
+    assert "AM952" in [c for c, _ in _codes(ORIGINAL + moved, PREPARED + moved.replace("torch.save(model.state_dict()", "accelerator.save(accelerator.unwrap_model(model).state_dict()"))]
+
+
+def test_one_object_prepared_under_two_names() -> None:
+    before = ORIGINAL + "self.optimizer = opt\n"
+    after = PREPARED.replace("model, opt = accelerator.prepare(model, opt)", "self.optimizer = opt\nmodel, opt, self.optimizer = accelerator.prepare(model, opt, self.optimizer)")
+    assert "AM955" in [c for c, _ in _codes(before, after)]
+
+
+def test_an_optimizer_from_a_factory_still_names_its_model() -> None:
+    before = "import torch\nnet = Net()\noptimizer = build(params=net.parameters(), lr=0.1)\nddp = net\n"
+    after = HEAD + "accelerator = Accelerator()\nnet = Net()\noptimizer = build(params=net.parameters(), lr=0.1)\noptimizer = accelerator.prepare(optimizer)\nddp = net\n"
+    assert "AM951" in [c for c, _ in _codes(before, after)]
+
+
+def test_a_ddp_option_the_wrap_removal_would_drop() -> None:
+    wrap = "model = DistributedDataParallel(model, device_ids=[0], broadcast_buffers=False)\n"
+    assert [p.blocking for p in verify(ORIGINAL + wrap, PREPARED) if p.code == "AM918"] == [False]
+    plain = "model = DistributedDataParallel(model, device_ids=[0], find_unused_parameters=False)\n"
+    assert _codes(ORIGINAL + plain, PREPARED) == []
+
+
+def test_a_device_name_bound_to_two_devices() -> None:
+    before = 'import torch\nDEVICE = torch.device("cuda")\ndef main():\n    global DEVICE\n    DEVICE = torch.device("cpu")\n'
+    after = HEAD + 'accelerator = Accelerator()\nDEVICE = accelerator.device\ndef main():\n    global DEVICE\n    DEVICE = torch.device("cpu")\n'
+    before += "model = Net()\n"
+    after += "model = Net()\nmodel = accelerator.prepare(model)\n"
+    assert ("AM953", 5) in _codes(before, after)
+    local = after.replace("    global DEVICE\n", "")  # another function's own device: not the same name
+    assert _codes(before.replace("    global DEVICE\n", ""), local) == []
+
+
+def test_a_project_helper_that_sets_up_the_process_group_beside_the_accelerator() -> None:
+    kept = "utils.init_distributed_mode(args)\n"
+    assert "AM955" in [c for c, _ in _codes(ORIGINAL + kept, PREPARED + kept)]
+
+
+def test_a_file_saved_on_the_main_process_read_right_after_on_every_process() -> None:
+    before = "import torch, shutil\ndef save(state, name):\n    torch.save(state, name)\n    shutil.copyfile(name, 'best.pt')\n"
+    after = HEAD + "import shutil\ndef save(state, name, *, accelerator):\n    accelerator.save(state, name)\n    shutil.copyfile(name, 'best.pt')\n"
+    assert "AM952" in [c for c, _ in _codes(before, after)]
+    gated = after.replace("    shutil.copyfile", "    accelerator.wait_for_everyone()\n    shutil.copyfile")
+    assert "AM952" not in [c for c, _ in _codes(before, gated)]
+
+
+def test_none_or_a_plateau_scheduler_given_to_prepare() -> None:
+    before = ORIGINAL + "enc_opt = Adam(enc.parameters()) if tune else None\nsched = ReduceLROnPlateau(opt)\n"
+    after = PREPARED.replace("model, opt = accelerator.prepare(model, opt)\n", "") + (
+        "enc_opt = Adam(enc.parameters()) if tune else None\nsched = ReduceLROnPlateau(opt)\n"
+        "model, opt, enc_opt, sched = accelerator.prepare(model, opt, enc_opt, sched)\n"
+    )
+    messages = " ".join(p.message for p in verify(before, after))
+    assert "may be None" in messages and "ReduceLROnPlateau" in messages
+
+
+def test_a_removed_move_that_also_set_the_memory_format() -> None:
+    before = "import torch\nmodel = Net().to(device)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor x in loader:\n    x = x.to(device=device, memory_format=torch.channels_last)\n"
+    after = HEAD + (
+        "accelerator = Accelerator()\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "model, opt, loader = accelerator.prepare(model, opt, loader)\nfor x in loader:\n    pass\n"
+    )
+    assert any("memory_format" in p.message for p in verify(before, after))
+
+
+def test_files_deleted_on_every_process_after_a_main_only_save() -> None:
+    before = "import torch, glob, os\nfor e in range(3):\n    torch.save(state, f'{e}.pkl')\n    for f in glob.glob('*.pkl'):\n        os.remove(f)\n"
+    after = HEAD + "import glob, os\naccelerator = Accelerator()\nfor e in range(3):\n    accelerator.save(state, f'{e}.pkl')\n    for f in glob.glob('*.pkl'):\n        os.remove(f)\n"
+    assert "AM952" in [c for c, _ in _codes(before, after)]
