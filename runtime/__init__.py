@@ -2,13 +2,34 @@
 (and, in a notebook, `notebook_launcher`).
 
 Importing it has no side effects: no environment reads, no device probing, no warning filters.
+The public names load on first use (PEP 562), so `accel-launch` can start, and say clearly
+that torch is missing, without importing torch itself.
 """
 
-from runtime.accelerator import Accelerator
-from runtime.fsdp_plugin import FullyShardedDataParallelPlugin
-from runtime.notebook import notebook_launcher
-from runtime.rng import set_seed
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Accelerator", "FullyShardedDataParallelPlugin", "notebook_launcher", "set_seed", "__version__"]
+_PUBLIC = {
+    "Accelerator": "runtime.accelerator",
+    "FullyShardedDataParallelPlugin": "runtime.fsdp_plugin",
+    "notebook_launcher": "runtime.notebook",
+    "set_seed": "runtime.rng",
+}
+
+__all__ = [*_PUBLIC, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'runtime' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -8,6 +8,7 @@ nearest pyproject.toml, then the built-in defaults.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from typing import Any, List, Optional
@@ -118,6 +119,9 @@ def _cuda_devices(config: LaunchConfig) -> int:
 
 def main() -> None:
     """Entry point of the `accel-launch` console script."""
+    if importlib.util.find_spec("torch") is None:
+        typer.echo("accel-launch: error: torch is not installed; install the runtime: pip install 'accel-migrate[runtime]'", err=True)
+        raise SystemExit(2)
     if sys.argv[1:2] == ["env"]:
         env_app(sys.argv[2:], prog_name="accel-launch env")
     app()
