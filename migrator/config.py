@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import fnmatch
 import os
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any
@@ -148,7 +149,10 @@ def _has_section(path: str) -> bool:
 
 def load_pyproject(path: str) -> Config:
     """Parse `[tool.accel-migrate]` of `path` into a Config rooted at its directory."""
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: the same parser, published as tomli
+        import tomli as tomllib
 
     try:
         with open(path, "rb") as fh:

@@ -5,8 +5,13 @@ One place, so the snapshot test and the coverage meta-test read cases the same w
 
 from __future__ import annotations
 
-import tomllib
+import sys
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
 
 from migrator.config import Config, Target
 from migrator.findings import Finding

@@ -23,9 +23,14 @@ own format described by `pattern` (named groups `loss`, and optionally `lr`, `ep
 
 from __future__ import annotations
 
-import tomllib
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
 
 from migrator.config import Target
 from tests.fixture_cases import FIXTURES, case_config
