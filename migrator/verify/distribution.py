@@ -33,7 +33,25 @@ _COLLECTIVES = ("all_reduce", "allreduce", "all_gather", "allgather", "reduce_sc
 def check(pair: Pair) -> list[Problem]:
     if not _creates_accelerator(pair):
         return []
-    return list(_other_engine(pair)) + list(_left_running(pair)) + list(_prepared_twice(pair)) + list(_ddp_options_dropped(pair))
+    return (
+        list(_other_engine(pair)) + list(_left_running(pair)) + list(_prepared_twice(pair))
+        + list(_ddp_options_dropped(pair)) + list(_data_parallel_replaced(pair))
+    )
+
+
+def _data_parallel_replaced(pair: Pair) -> Iterator[Problem]:
+    """A functional `data_parallel(...)` the migration replaced by the plain call (AM919's
+    fix): what spread the batch over one process's GPUs (`--ngpu`) now spreads nothing."""
+    kept = {pair.original_line(c.lineno) for c in pair.after.calls if last(call_name(c)) == "data_parallel"}
+    for call in pair.before.calls:
+        if last(call_name(call)) == "data_parallel" and call.lineno not in kept:
+            yield Problem(
+                "AM919", call.lineno, call.col_offset + 1,
+                "`data_parallel(...)` became the plain call on this process's device, so the GPU count "
+                "it was given no longer spreads the batch: start one process per GPU with "
+                "`accel-launch --nproc-per-node N` (each takes a whole batch)",
+                blocking=False,
+            )
 
 
 # DDP options whose loss changes what training does; the defaults are what prepare() uses.
