@@ -11,6 +11,8 @@ from typing import Iterable, Sequence, Union
 
 import libcst as cst
 
+from migrator.comments import CarriedComments
+
 Replacement = Union[cst.CSTNode, cst.RemovalSentinel, cst.FlattenSentinel]
 
 
@@ -136,7 +138,7 @@ class _Applier(cst.CSTTransformer):
         self._replacement: dict[int, Replacement] = {}
         self._before: dict[int, list[cst.BaseStatement]] = {}
         self._after: dict[int, list[cst.BaseStatement]] = {}
-        self._orphaned: list[list[cst.EmptyLine]] = []  # per open block: comments of removed statements
+        self._comments = CarriedComments()
         for edit in edits:
             key = id(edit.node)
             if edit.replaces:
@@ -147,36 +149,11 @@ class _Applier(cst.CSTTransformer):
                 self._after.setdefault(key, []).extend(edit.after)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, (cst.IndentedBlock, cst.Module)):
-            self._orphaned.append([])
+        self._comments.enter(node)
         return super().on_visit(node)
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
-        result = self._leave(original, updated)
-        if isinstance(original, cst.BaseStatement) and self._orphaned:
-            result = self._carry_comments(original, result)
-        if isinstance(original, (cst.IndentedBlock, cst.Module)):
-            left = self._orphaned.pop()
-            if left and isinstance(result, (cst.IndentedBlock, cst.Module)):
-                result = result.with_changes(footer=[*left, *result.footer])
-        return result
-
-    def _carry_comments(self, original: cst.BaseStatement, result):
-        """The comment lines above a removed statement belong to the code that follows:
-        they move onto the next statement kept in the same block (or the block's end)."""
-        pending = self._orphaned[-1]
-        if isinstance(result, cst.RemovalSentinel):
-            pending.extend(line for line in original.leading_lines if line.comment is not None)
-            return result
-        if not pending:
-            return result
-        nodes = list(result.nodes) if isinstance(result, cst.FlattenSentinel) else [result]
-        first = nodes[0]
-        if not hasattr(first, "leading_lines"):
-            return result
-        nodes[0] = first.with_changes(leading_lines=[*pending, *first.leading_lines])
-        pending.clear()
-        return cst.FlattenSentinel(nodes) if isinstance(result, cst.FlattenSentinel) else nodes[0]
+        return self._comments.leave(original, self._leave(original, updated))
 
     def _leave(self, original: cst.CSTNode, updated: cst.CSTNode):
         key = id(original)
