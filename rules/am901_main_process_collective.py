@@ -52,9 +52,10 @@ class MainProcessCollective(Rule):
     ```
 
     ## Known limits
-    The old "main process first" idiom — the same collective under
-    `if not accelerator.is_main_process:` and under `if accelerator.is_main_process:` in
-    one function, as many times in each — is recognised and not reported. Rank tests hidden in
+    The old "main process first" idiom — the same collective under a test only the other
+    processes pass (`if not accelerator.is_main_process:`, `if args.local_rank not in [-1, 0]:`,
+    `if dist.get_rank() != 0:`) and under one only the main process passes, in one function,
+    as many times in each — is recognised and not reported, however the two tests are written. Rank tests hidden in
     helper functions other than `is_main_process()`-style names are not recognised.
 
     ## See also
@@ -118,17 +119,16 @@ class MainProcessCollective(Rule):
             return "under DeepSpeed or FSDP the run hangs"
         return "the run hangs"
 
-    def _paired(self, found: list[tuple[cst.Call, str, RankBranch]]) -> set[tuple[int, str, str]]:
-        """(scope, collective, test) run as often where the test holds as where it does
-        not, in one function: the two halves meet (the main-process-first idiom)."""
-        counts: dict[tuple[int, str, str], list[int]] = {}
+    def _paired(self, found: list[tuple[cst.Call, str, RankBranch]]) -> set[tuple[int, str]]:
+        """(scope, collective) run as often by the main process as by the others, in one
+        function: the two halves meet (the main-process-first idiom). The tests may be
+        written differently: `if args.local_rank not in [-1, 0]:` before the download and
+        `if args.local_rank == 0:` after it, or `!= 0` and `== 0`."""
+        counts: dict[tuple[int, str], list[int]] = {}
         for call, shown, branch in found:
             pair = counts.setdefault(self._key(call, shown, branch), [0, 0])
             pair[branch.audience is Audience.MAIN] += 1
         return {key for key, (others, main) in counts.items() if others == main}
 
-    def _key(self, call: cst.Call, shown: str, branch: RankBranch) -> tuple[int, str, str]:
-        test = branch.test
-        while test.startswith("not "):
-            test = test[4:].strip()
-        return (id(self.analysis.scope_of(call)), shown, test.strip("()"))
+    def _key(self, call: cst.Call, shown: str, branch: RankBranch) -> tuple[int, str]:
+        return (id(self.analysis.scope_of(call)), shown)
