@@ -68,9 +68,11 @@ class Collective:
 _MAIN_FLAGS = {
     "is_main_process", "is_local_main_process", "is_world_process_zero",
     "is_local_process_zero", "is_master", "is_main", "is_rank_zero", "is_global_zero",
+    # hand-written flags seen in real scripts (nanoGPT's `master_process`, 3D-ResNets' `opt.is_master_node`)
+    "master_process", "is_master_process", "is_master_node", "is_main_rank", "is_rank0", "is_rank_0",
 }
 # Names (last dotted segment) and functions that hold the process's rank.
-_RANK_NAMES = {"rank", "local_rank", "global_rank", "world_rank", "process_index", "local_process_index"}
+_RANK_NAMES = {"rank", "local_rank", "global_rank", "world_rank", "dist_rank", "process_index", "local_process_index"}
 _RANK_FUNCTIONS = {"get_rank", "get_local_rank", "get_global_rank", "get_ordinal", "get_process_index"}
 _RANK_ENV = {"RANK", "LOCAL_RANK"}
 _MAIN_DECORATORS = {"on_main_process", "on_local_main_process"}
