@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.analysis.device_choice import DeviceChoice
+from migrator.analysis.device_choice import DeviceChoice, superseded
 from migrator.analysis.device_strings import string_uses, string_valued
 from migrator.analysis.options import option_status, with_option
 from migrator.cst import removal_node
@@ -132,6 +132,15 @@ class HardCodedDevice(Rule):
             edits.append(remove(statement if isinstance(statement, cst.If) else removal_node(line, statement)))
         else:
             accelerator = analysis.accelerator_at(statement)
+            again = superseded(analysis, choice) if accelerator is None else None
+            if again == "":
+                target = statement if isinstance(statement, cst.If) else removal_node(line, statement)
+                note = f" (removed: `{choice.name}` is chosen again after the Accelerator, before anything reads it)"
+                self.report(statement, edits=[remove(target)], name=choice.name, note=note)
+                return
+            if again:
+                self.report(statement, name=choice.name, note=f" (left as written: {again})")
+                return
             if accelerator is None or not self._defined_after_accelerator(statement):
                 self.report(statement, name=choice.name, note="")
                 return

@@ -15,6 +15,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from migrator.analysis.branches import Audience, ProcessBranches, RankBranch
 from migrator.analysis.collect import Binding, Facts, collect, node_tables
+from migrator.analysis.device_choice import options_guard
 from migrator.analysis.device import (
     DeviceMove,
     DeviceVariable,
@@ -324,7 +325,8 @@ def _setup_plan(module: cst.Module, block: Block, dev_vars, surviving, facts: Fa
     Accelerator's options read, e.g. `args`) unless a device variable comes first."""
     for var in dev_vars:
         if surviving.get(var.name) and var.binding.scope is module and block.scope is not module:
-            block = Block(module, module, module)
+            guard = options_guard(module, needs, facts)
+            block = Block(module, module, module) if guard is None else Block(guard, guard.body, module)
             break
     body = list(block.body)
     index = 0

@@ -15,13 +15,16 @@ accelerator: `use_accel = not args.no_accel and torch.accelerator.is_available()
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Union
+from typing import TYPE_CHECKING, Callable, Union
 
 import libcst as cst
 
 from migrator.analysis.collect import Binding, Facts
 from migrator.analysis.loop import is_main_guard
 from migrator.analysis.names import ImportTable, dotted_name
+
+if TYPE_CHECKING:
+    from migrator.analysis import ScriptAnalysis
 
 _AVAILABILITY = (
     "torch.cuda.is_available",
@@ -448,3 +451,54 @@ def training_cpu(choices: tuple[DeviceChoice, ...], scopes: tuple[cst.CSTNode, .
     if len(asked) > 1:
         return None, "the device is chosen in several places with different conditions"
     return asked.pop(), None
+
+
+def options_guard(module: cst.Module, needs: frozenset[str], facts: Facts) -> cst.If | None:
+    """The `if __name__ == "__main__":` block that binds every name the Accelerator's
+    options read (`args = parser.parse_args()` for `cpu=args.backend != "gpu"`) where
+    module-level code does not: a device variable kept at module level for the functions
+    that read it is then chosen there, after those names, and the Accelerator is created
+    there too (a module global, seen by every function the guard calls after it)."""
+    guards = [s for s in module.body if is_main_guard(s)]
+    if not needs or len(guards) != 1 or not isinstance(guards[0].body, cst.IndentedBlock):
+        return None
+    guard = guards[0]
+    in_guard = {id(s) for s in guard.body.body}
+    at_top = {id(s) for s in module.body}
+    bound = [b for b in facts.bindings if b.scope is module and b.name in needs]
+    if any(id(b.statement) in at_top for b in bound):
+        return None
+    return guard if needs <= {b.name for b in bound if id(b.statement) in in_guard} else None
+
+
+def superseded(analysis: "ScriptAnalysis", choice: DeviceChoice) -> str | None:
+    """A module-level choice made before the Accelerator exists (`DEVICE = torch.device(
+    "cuda" if ... else "cpu")` at the top) that the main guard makes again after it (from
+    `--backend`). "" when nothing reads the first value (no module-level load of the name,
+    no call of a function of this file before the second choice): it only gives the name
+    a value no code sees, so it can go, and the second choice becomes
+    `accelerator.device`. Otherwise why it cannot; None when the choice is not made again."""
+    from migrator.analysis.reach import accelerator_home
+
+    home = accelerator_home(analysis)
+    module = analysis.module
+    if home is None or home.scope is not module or choice.scope is not module:
+        return None
+    start = analysis.order(choice.statement)
+    if start >= home.line or not any(analysis.parent(choice.statement) is line for line in module.body):
+        return None
+    later = [
+        analysis.order(b.statement) for c in analysis.patterns.devices if c.name == choice.name
+        for b in c.bindings if b.scope is module and analysis.order(b.statement) >= home.line
+    ]
+    if not later:
+        return None
+    end = min(later)
+    facts = analysis.facts
+    if any(l.name == choice.name and l.scope is module and start < analysis.order(l.node) < end for l in facts.loads):
+        return f"module-level code reads `{choice.name}` before the Accelerator, created after the arguments it needs, exists"
+    for c in facts.calls:
+        func = c.node.func
+        if c.scope is module and isinstance(func, cst.Name) and func.value in facts.functions and analysis.order(c.node) < end:
+            return f"`{func.value}()` runs before the Accelerator, created after the arguments it needs, exists"
+    return ""

@@ -60,7 +60,7 @@ def find_patterns(
     options = accelerator_options(precision, accs, facts, parent)
     if cpu is not None:
         options += (AcceleratorOption("cpu", cpu, _cpu_names(devices, cpu)),)
-    elif not devices and backward_loops and _never_on_a_device(facts, roles):
+    elif not devices and _trains(facts, backward_loops) and _never_on_a_device(facts, roles):
         options += (AcceleratorOption("cpu", "True", frozenset()),)
     return Patterns(
         precision=precision,
@@ -70,6 +70,17 @@ def find_patterns(
         options=options,
         devices=devices,
         cpu_problem=cpu_problem,
+    )
+
+
+def _trains(facts: Facts, backward_loops: set[int]) -> bool:
+    """A loop calls backward, or a function does (an LBFGS closure defined in the loop
+    and handed to `optimizer.step(closure)` is a loop's training too)."""
+    if backward_loops:
+        return True
+    return any(
+        isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "backward" and isinstance(c.scope, cst.FunctionDef)
+        for c in facts.calls
     )
 
 

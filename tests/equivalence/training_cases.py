@@ -13,6 +13,8 @@ A fixture declares that it trains, and how to set its batch size, in its case.to
     accelerate = [1, 2]           # also run under Hugging Face Accelerate on these process counts
     pattern = 'Epoch: (?P<epoch>\d+).*Loss: (?P<loss>\S+)'  # the script's own step line (optional)
     known_bug = "..."             # the N-process comparison fails because of this open bug (strict xfail)
+    unsharded = true              # no loader to shard: every process trains on all the data, so each
+                                  # rank of the N-process run prints the original's losses at B
     metrics = 'val_loss (?P<val_loss>\S+) accuracy (?P<accuracy>\S+)'  # evaluation lines (optional): every
                                   # rank of the N-process run prints the original's values at N*B
 
@@ -37,7 +39,7 @@ from tests.fixture_cases import FIXTURES, case_config
 
 _KEYS = {
     "batch_arg", "batch", "args", "lr", "reference_args", "lr_tolerance", "why", "accelerate", "pattern", "known_bug",
-    "metrics",
+    "metrics", "unsharded",
 }
 
 
@@ -57,6 +59,7 @@ class TrainSpec:
     pattern: str | None = None
     known_bug: str | None = None
     metrics: str | None = None
+    unsharded: bool = False
 
     @property
     def name(self) -> str:
@@ -98,6 +101,7 @@ def load(case: Path) -> TrainSpec | None:
         pattern=table.get("pattern"),
         known_bug=table.get("known_bug"),
         metrics=table.get("metrics"),
+        unsharded=bool(table.get("unsharded", False)),
     )
 
 
