@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import Role, dotted_name
+from migrator.analysis.manual_update import hand_updated_models
 from migrator.analysis.unreached import in_unreached_function, unreached_functions
 from migrator.rule import Example, Rule
 
@@ -13,10 +14,14 @@ _CLIPS = {"clip_grad_norm_": "clip_grad_norm_", "clip_grad_norm": "clip_grad_nor
 
 class OptimizerFreeTraining(Rule):
     """## What it does
-    Reports a script that calls `.backward()` but has no optimizer the migrator can find
-    (parameters are updated by hand, `p.data.add_(p.grad, alpha=-lr)`, as in
-    pytorch/examples word_language_model): the first backward, and every
-    `clip_grad_norm_`/`clip_grad_value_`. Nothing in the script is changed.
+    A script that trains without a torch.optim optimizer, updating the parameters by hand
+    (`for p in model.parameters(): p.data.add_(p.grad, alpha=-lr)`, as in pytorch/examples
+    word_language_model), is migrated around the model that update walks: it is prepared
+    alone and the update stays. When that model's data comes from no DataLoader
+    (`get_batch(source, i)` over tensors), this rule says, at the first backward, that
+    nothing splits the data between processes. When the migrator could not set the script
+    up (no hand-written update it recognises), it reports the first backward and every
+    `clip_grad_norm_`/`clip_grad_value_` instead, and the script stays as it is.
 
     ## Why is this bad?
     The migration is built around the optimizer: where it is made is where training is
@@ -24,7 +29,7 @@ class OptimizerFreeTraining(Rule):
     Accelerator and leaves the script single-process: run on N processes, every process
     trains the whole data set on its own copy.
 
-    ## What to do by hand
+    ## What to do by hand (when the script is left as it is)
     Keep the hand-written update (and its learning-rate schedule): the Accelerator can
     prepare a model alone. Create `accelerator = Accelerator()`, prepare the model
     (`model = accelerator.prepare(model)`), and use `accelerator.backward(loss)` and
@@ -61,11 +66,7 @@ class OptimizerFreeTraining(Rule):
 
     code = "AM912"
     name = "optimizer-free-training"
-    message = (
-        "`{call}` trains without a torch.optim optimizer, so the script is left single-process: "
-        "prepare the model alone (`{model} = accelerator.prepare({model})`) and use `{instead}`; "
-        "the hand-written parameter update can stay{data}"
-    )
+    message = "`{call}` trains without a torch.optim optimizer{rest}"
     examples = (
         Example(
             before=(
@@ -78,7 +79,10 @@ class OptimizerFreeTraining(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
-        if analysis.migrating or analysis.roles.names(Role.OPTIMIZER):
+        if analysis.roles.names(Role.OPTIMIZER):
+            return
+        if analysis.migrating:
+            self._note_unsplit_data()
             return
         reported_backward = False
         unreached = {id(u.function) for u in unreached_functions(analysis)}
@@ -95,11 +99,40 @@ class OptimizerFreeTraining(Rule):
                 if reported_backward or (analysis.imports.qualify(func.value) or "").startswith("torch"):
                     continue
                 loss = receiver if len(receiver) < 30 else "loss"
-                self.report(c.node, call=f"{loss}.backward()", instead=f"accelerator.backward({loss})", model=model, data=data)
+                self.report(c.node, call=f"{loss}.backward()", rest=_by_hand(model, f"accelerator.backward({loss})", data))
                 reported_backward = True
             elif (c.qualified or "").startswith("torch.nn.utils") and (c.qualified or "").rsplit(".", 1)[-1] in _CLIPS:
                 clip = (c.qualified or "").rsplit(".", 1)[-1]
-                self.report(c.node, call=f"{clip}(...)", instead=f"accelerator.{_CLIPS[clip]}(...)", model=model, data="")
+                self.report(c.node, call=f"{clip}(...)", rest=_by_hand(model, f"accelerator.{_CLIPS[clip]}(...)", ""))
+
+
+    def _note_unsplit_data(self) -> None:
+        """Migrated with the model prepared alone: said once, at the first backward, when
+        no DataLoader is prepared (nothing then splits the data between processes)."""
+        analysis = self.analysis
+        models = [m for m in hand_updated_models(analysis.facts) if m in analysis.prepared]
+        if not models or any(analysis.roles.of(n) is Role.DATALOADER for n in analysis.prepared):
+            return
+        for c in analysis.facts.calls:
+            func = c.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+                receiver = cst.Module([]).code_for_node(c.node.args[0].value if c.node.args else func.value).strip()
+                rest = (
+                    f": `{models[0]}` is prepared alone and the hand-written update stays (it reads the gradients "
+                    "DDP averaged); with no DataLoader nothing splits the data, so every process trains on all of "
+                    "it (correct, but no faster): split it by `accelerator.process_index`, or serve it from a "
+                    "DataLoader"
+                )
+                self.report(c.node, call=f"{receiver if len(receiver) < 30 else 'loss'}.backward()", rest=rest)
+                return
+
+
+def _by_hand(model: str, instead: str, data: str) -> str:
+    """What the user does when the migrator could not set the script up."""
+    return (
+        f", so the script is left single-process: prepare the model alone (`{model} = accelerator.prepare({model})`) "
+        f"and use `{instead}`; the hand-written parameter update can stay{data}"
+    )
 
 
 def _updated_model(analysis) -> str:

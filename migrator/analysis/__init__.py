@@ -24,6 +24,7 @@ from migrator.analysis.device import (
     droppable_moves,
     prepared_bindings,
 )
+from migrator.analysis.manual_update import hand_update_block, hand_updated_models
 from migrator.analysis.loop import Block, backward_loops, enclosing_block, training_functions
 from migrator.analysis.names import ImportTable, dotted_name
 from migrator.analysis.patterns import Patterns, find_patterns
@@ -193,9 +194,14 @@ def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
     facts.by_type, facts.order = tables.by_type, tables.order
     loops_with_backward = backward_loops(facts)
     roles = assign_roles(facts, loops_with_backward)
+    updated = hand_updated_models(facts) if not roles.names(Role.OPTIMIZER) else []
+    for name in updated:  # no optimizer: the model a loop updates by hand trains (manual_update.py)
+        roles.roles.setdefault(name, Role.MODEL)
     acc_names = _accelerator_names(facts)
     prepare_calls = _prepare_calls(facts, acc_names, parent)
     block = _training_block(facts, roles, parent)
+    if block is None and updated:
+        block = hand_update_block(facts, updated, parent)
     first_use = _first_training_use(facts, block, loops_with_backward, parent) if block else None
     lens = len_uses(facts, roles, block, parent)
     plan = None

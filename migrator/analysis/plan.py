@@ -14,6 +14,7 @@ import libcst as cst
 
 from migrator.analysis.collect import Binding, Facts
 from migrator.analysis.loop import Block
+from migrator.analysis.manual_update import hand_updated_models
 from migrator.analysis.names import dotted_name
 from migrator.analysis.roles import Role, RoleTable, parameter_owners
 
@@ -134,6 +135,8 @@ def make_plan(
                 values.setdefault(name, function.body)
     loop_iters = {id(l.node): l.iter_name for l in facts.loops}
     owners = {o for b in facts.bindings if roles.of(b.name) is Role.OPTIMIZER and isinstance(b.value, cst.Call) for o in parameter_owners(b.value, facts)}
+    if not roles.names(Role.OPTIMIZER):  # trained by a hand-written update: prepared alone
+        owners |= set(hand_updated_models(facts))
     limit = first_use if first_use is not None else len(block.body)
     latest: dict[str, _Candidate] = {}
     for b in facts.bindings:
