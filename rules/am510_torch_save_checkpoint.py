@@ -17,7 +17,9 @@ class TorchSaveCheckpoint(Rule):
     `torch.save(model, f)` → `accelerator.save(accelerator.unwrap_model(model), f)`), and
     puts `accelerator.wait_for_everyone()` before it, so every process has finished the
     step being saved, and before each later `torch.load` of the same path, so no process
-    reads the file before the main process has written it. A path that differs on every
+    reads the file before the main process has written it; such a load of a model saved
+    whole (`model = torch.load(f)`) gets `map_location=accelerator.device`, since the pickle
+    holds the main process's device. A path that differs on every
     process (built from the rank, or inside a `TemporaryDirectory()` each process makes)
     is left alone: each process writes and reads its own file.
 
@@ -154,6 +156,8 @@ class TorchSaveCheckpoint(Rule):
                 taken.add(id(anchor))
                 if not self._waits_before(anchor, accelerator):
                     edits.append(insert_before(anchor, cst.parse_statement(f"{accelerator}.wait_for_everyone()\n")))
+                if _whole_model(save) and not any(a.keyword and a.keyword.value == "map_location" for a in load.args):
+                    edits.append(_mapped_to(load, accelerator))
         return edits
 
     def _first_of_run(self, anchor: cst.CSTNode, anchors: set[int]) -> cst.CSTNode:
@@ -174,6 +178,22 @@ class TorchSaveCheckpoint(Rule):
         previous = cst.Module([]).code_for_node(body[index - 1]).strip()
         return previous == f"{accelerator}.wait_for_everyone()"
 
+
+
+def _whole_model(save: Save) -> bool:
+    """`torch.save(model, f)`: the module pickled whole, its tensors on the main process's device."""
+    return bool(save.models) and bool(save.call.args) and save.models[0] is save.call.args[0].value
+
+
+def _mapped_to(load: cst.Call, accelerator: str) -> Edit:
+    """A whole model written by the main process loads onto that process's device (`cuda:0`)
+    everywhere unless mapped: on the other processes its inputs are on their own device."""
+    args = list(load.args)
+    if args and args[-1].comma == cst.MaybeSentinel.DEFAULT:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    mapped = cst.Arg(cst.parse_expression(f"{accelerator}.device"), keyword=cst.Name("map_location"),
+                     equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+    return replace(load, load.with_changes(args=[*args, mapped]))
 
 
 def _wrapped(save: Save) -> str:

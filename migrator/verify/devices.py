@@ -188,12 +188,37 @@ def _rebound(pair: Pair, what: str, scope, start: int, end: int, *, after_side: 
     of `start`): in the migrated text (a wrap the migration removed no longer counts) or
     in the original (a fresh object built where the move was)."""
     if after_side:
+        moved = [a.node for a in pair.after.assigns if a.target == what and pair.original_line(a.node.lineno) == start]
         return any(
             a.scope is scope and a.target == what and not _is_prepare(a)
             and start < pair.original_line(a.node.lineno) < end
+            and not any(_exclusive(pair.after, m, a.node) for m in moved)
             for a in pair.after.assigns
         )
     return any(a.scope is scope and a.target == what and start < a.node.lineno < end for a in pair.before.assigns)
+
+
+def _exclusive(program: Program, one: ast.AST, other: ast.AST) -> bool:
+    """`one` and `other` sit in different branches of one `if` (`if transformer: model =
+    A(...) else: model = B(...)`): only one of them runs, so neither rebinds the other."""
+    others = {id(a): a for a in program.ancestors(other)}
+    below = one
+    for above in program.ancestors(one):
+        if isinstance(above, ast.If) and id(above) in others:
+            mine = _branch(above, below)
+            below_other = next(b for b in [other, *program.ancestors(other)] if program.parents.get(b) is above)
+            theirs = _branch(above, below_other)
+            return mine is not None and theirs is not None and mine != theirs
+        below = above
+    return False
+
+
+def _branch(node: ast.If, child: ast.AST) -> str | None:
+    if any(child is s for s in node.body):
+        return "body"
+    if any(child is s for s in node.orelse):
+        return "orelse"
+    return None
 
 
 def _is_prepare(assign) -> bool:

@@ -171,6 +171,10 @@ def _wrapped_here(program: Program, owner: str, node: ast.AST, depth: int = 0) -
     scope = program.scope_of.get(node)
     earlier = [a for a in program.assigns if a.scope is scope and a.target == owner and a.node.lineno < node.lineno]
     if not earlier:
+        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and not any(
+            isinstance(a, (ast.For, ast.While, ast.AsyncFor)) for a in program.ancestors(node)
+        ):
+            return False  # module code runs top down: nothing above bound it (`model = model.Net()`)
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if any(a.scope is scope and a.target == owner for a in program.assigns):
                 return False  # a local of its own, bound later
