@@ -99,3 +99,44 @@ def removal_node(line: cst.CSTNode, small: cst.BaseSmallStatement) -> cst.CSTNod
 
 def block_indent(module: cst.Module, depth: int) -> str:
     return module.default_indent * depth
+
+
+def adjacent_runs(entries: Sequence[tuple], parent) -> list[list[tuple]]:
+    """`entries` (tuples whose second item is a statement, in document order) grouped
+    into runs of statements that follow one another in one block, with no blank line or
+    comment between them: what one `if`/`with` put around them can hold together."""
+    groups: list[list[tuple]] = []
+    for entry in entries:
+        if groups and _next_to(groups[-1][-1][1], entry[1], parent):
+            groups[-1].append(entry)
+        else:
+            groups.append([entry])
+    return groups
+
+
+def wrap_statements(statements: Sequence[cst.BaseStatement], wrapper) -> list[tuple[cst.CSTNode, object]]:
+    """(node, replacement) pairs that put `statements` (adjacent, one block) inside one
+    compound statement: `wrapper(body)` builds it around an IndentedBlock body; the first
+    statement's leading comments and blank lines stay above it, the others are removed."""
+    distinct: list[cst.BaseStatement] = []
+    for statement in statements:
+        if not any(statement is seen for seen in distinct):
+            distinct.append(statement)
+    first = distinct[0]
+    body = cst.IndentedBlock([first.with_changes(leading_lines=[]), *distinct[1:]])  # type: ignore[list-item]
+    compound = wrapper(body).with_changes(leading_lines=first.leading_lines)  # type: ignore[attr-defined]
+    return [(first, compound), *((s, cst.RemovalSentinel.REMOVE) for s in distinct[1:])]
+
+
+def _next_to(first: cst.CSTNode, second: cst.CSTNode, parent) -> bool:
+    if first is second:
+        return True
+    block = parent(first)
+    if block is None or block is not parent(second):
+        return False
+    body = list(getattr(block, "body", ()))
+    index = next((k for k, s in enumerate(body) if s is first), None)
+    return (
+        index is not None and index + 1 < len(body) and body[index + 1] is second
+        and not getattr(second, "leading_lines", ())
+    )

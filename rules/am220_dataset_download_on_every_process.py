@@ -1,0 +1,160 @@
+"""AM220: a data set downloaded (and unpacked) by every process at once."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis import dotted_name
+from migrator.cst import adjacent_runs, wrap_statements
+from migrator.edits import Fix, replace
+from migrator.rule import Example, FixAvailability, Rule
+
+# Functions that fetch files into a folder every process then reads.
+_DOWNLOADERS = {
+    "torchvision.datasets.utils.download_url",
+    "torchvision.datasets.utils.download_and_extract_archive",
+    "torchvision.datasets.utils.download_file_from_google_drive",
+    "torchvision.datasets.utils.extract_archive",
+}
+_DATASET_MODULES = ("torchvision.datasets.", "torchaudio.datasets.")
+
+
+class DatasetDownloadOnEveryProcess(Rule):
+    """## What it does
+    In a script being migrated, puts the statement that builds a data set with
+    `download=True` (`datasets.MNIST(root, train=True, download=True)`, any torchvision
+    or torchaudio data set, also inside the `DataLoader(...)` it feeds) or calls
+    torchvision's `download_url`/`download_and_extract_archive`, under
+    `with accelerator.main_process_first():`. Statements of that kind one after another
+    share one `with`.
+
+    ## Why is this bad?
+    Under `accel-launch` every process runs the script: on a fresh machine N processes
+    download the same archive into the same folder and unpack it over each other, and a
+    process can read files another one is still writing (a corrupt archive, a failed
+    checksum, or a crash the first time only). With `main_process_first()` the main
+    process downloads while the others wait; they then find the files in place and only
+    read them.
+
+    ## Example
+    ```python
+    train_set = datasets.MNIST("../data", train=True, download=True, transform=transform)
+    ```
+
+    Use instead:
+    ```python
+    with accelerator.main_process_first():
+        train_set = datasets.MNIST("../data", train=True, download=True, transform=transform)
+    ```
+
+    ## Fix safety
+    `main_process_first()` is itself a collective (a barrier before and after the
+    main process's turn), so the statement is wrapped only where every process runs it:
+    not under a rank test, not in a function that this file never calls or calls only
+    from the main process, and not in a statement that runs another collective.
+
+    ## Known limits
+    A download written by hand (`urllib`, `requests` and `tarfile`) is not recognised.
+    A statement that is not a simple one of its own line (a download in a loop header,
+    a `with` item, several statements on one line) or that comes before the Accelerator
+    exists is reported and left as it is.
+    """
+
+    code = "AM220"
+    name = "dataset-download-on-every-process"
+    message = "`{call}` downloads into the same folder on every process at once{note}"
+    fix_title = "Download on the main process first (`with accelerator.main_process_first():`)"
+    fix = FixAvailability.SOMETIMES
+    examples = (
+        Example(
+            before=(
+                "import torch\nfrom torchvision import datasets\nfrom runtime import Accelerator\n\n"
+                "accelerator = Accelerator()\n"
+                "train_set = datasets.MNIST(\"data\", train=True, download=True)\n"
+            ),
+            after=(
+                "import torch\nfrom torchvision import datasets\nfrom runtime import Accelerator\n\n"
+                "accelerator = Accelerator()\nwith accelerator.main_process_first():\n"
+                "    train_set = datasets.MNIST(\"data\", train=True, download=True)\n"
+            ),
+            at=("6:13",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        if not analysis.migrating:
+            return
+        wrappable: list[tuple[cst.Call, cst.SimpleStatementLine, str]] = []
+        for fact in analysis.facts.calls:
+            if not self._downloads(fact):
+                continue
+            call = fact.node
+            shown = f"{dotted_name(call.func) or fact.qualified}()"
+            if self._main_only(call):
+                continue
+            line, why = self._line(call)
+            if why is not None:
+                self.report(call, call=shown, note=f" (left as written: {why})")
+            elif line is not None:
+                wrappable.append((call, line, shown))
+        for group in adjacent_runs(wrappable, analysis.parent):
+            item = cst.WithItem(cst.parse_expression(f"{analysis.accelerator_at(group[0][1])}.main_process_first()"))
+            pairs = wrap_statements([line for _, line, _ in group], lambda body: cst.With(items=[item], body=body))
+            fix = Fix(tuple(replace(n, r) for n, r in pairs))  # type: ignore[arg-type]
+            for call, _, shown in group:
+                self.report(call, edits=fix, call=shown, note="")
+
+    def _downloads(self, fact) -> bool:
+        qualified = fact.qualified or ""
+        if qualified in _DOWNLOADERS:
+            return True
+        if not qualified.startswith(_DATASET_MODULES):
+            return False
+        for arg in fact.node.args:
+            if arg.keyword is not None and arg.keyword.value == "download":
+                return not (isinstance(arg.value, cst.Name) and arg.value.value in ("False", "None"))
+        return False
+
+    def _main_only(self, call: cst.Call) -> bool:
+        """Run by the main process only (AM901 reports what only the others run), or in a
+        function this file never calls: its callers decide who runs it."""
+        branches = self.analysis.branches
+        if branches.branch_of(call) is not None:
+            return True
+        function = branches.function_of(call)
+        return function is not None and (not branches.callers(function) or branches.runs_only_on_main(call))
+
+    def _line(self, call: cst.Call) -> tuple[cst.SimpleStatementLine | None, str | None]:
+        """The statement line to wrap, or why there is none."""
+        analysis = self.analysis
+        line = analysis.line_of(call)
+        if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+            return None, "it is not a statement of its own line"
+        if not isinstance(analysis.parent(line), (cst.IndentedBlock, cst.Module)):
+            return None, "it is not a statement of its own line"
+        if analysis.accelerator_at(line) is None:
+            return None, "the Accelerator cannot be reached here"
+        inside = {id(n) for n in _walk(line)}
+        for collective in analysis.branches.collectives:
+            if id(collective.call) in inside:
+                return None, f"the statement also runs `{collective.name}`"
+        if self._within_main_process_first(line):
+            return None, None
+        return line, None
+
+    def _within_main_process_first(self, line: cst.CSTNode) -> bool:
+        current = self.analysis.parent(line)
+        while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+            if isinstance(current, cst.With) and any(
+                "main_process_first" in cst.Module([]).code_for_node(item.item) for item in current.items
+            ):
+                return True
+            current = self.analysis.parent(current)
+        return False
+
+
+def _walk(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)

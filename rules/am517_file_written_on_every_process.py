@@ -1,0 +1,280 @@
+"""AM517: an image, array, figure or text file written to the same path by every process."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis import Role, dotted_name
+from migrator.analysis.saving import per_process_path
+from migrator.cst import adjacent_runs, wrap_statements
+from migrator.edits import Fix, replace
+from migrator.rule import Example, FixAvailability, Rule
+
+# qualified writer → (index of its path argument, its keyword)
+_WRITERS = {
+    "torchvision.utils.save_image": (1, "fp"),
+    "matplotlib.pyplot.savefig": (0, "fname"),
+    "numpy.save": (0, "file"),
+    "numpy.savez": (0, "file"),
+    "numpy.savez_compressed": (0, "file"),
+    "numpy.savetxt": (0, "fname"),
+}
+_OPENERS = {"open", "builtins.open", "io.open"}
+
+
+class FileWrittenOnEveryProcess(Rule):
+    """## What it does
+    In a script being migrated, puts a file written to the same path by every process
+    under `if accelerator.is_main_process:`: a statement that is one call of
+    `torchvision.utils.save_image`, `matplotlib.pyplot.savefig`, `numpy.save`/`savez`/
+    `savetxt`, or a whole `with open(path, "w") as f:` block (any writing mode). In the
+    block, calls of the prepared model go through `accelerator.unwrap_model(model)`, so
+    the main process alone runs no DistributedDataParallel collective. (`torch.save` is
+    AM510's; a model's `save_pretrained` AM502's.)
+
+    ## Why is this bad?
+    Under `accel-launch` every process runs the script, so N processes truncate and
+    write the same file at once: the work is done N times and the file can end up with
+    interleaved or half-written contents.
+
+    ## Example
+    ```python
+    for epoch in range(epochs):
+        train(epoch)
+        save_image(samples, f"results/sample_{epoch}.png")
+    ```
+
+    Use instead:
+    ```python
+    for epoch in range(epochs):
+        train(epoch)
+        if accelerator.is_main_process:
+            save_image(samples, f"results/sample_{epoch}.png")
+    ```
+
+    ## Fix safety
+    A statement is gated only when nothing in it must run on every process: no
+    collective (a gather, a reduce, a barrier, `backward`, a function of this file that
+    runs one), and no name, attribute or variable it binds is read after it. Values it
+    writes are still computed on every process before it (the gated statement only
+    writes).
+
+    ## Known limits
+    Left as a finding, with nothing changed: a writer inside a larger expression or a
+    statement line with several statements, a `with` that opens more than the file, a
+    block with a collective or with results used later, a file read back later in the
+    script (the others would need to wait for it), and code before the Accelerator
+    exists. A writer in a function this file never calls is not reported: its callers
+    decide which processes run it. Paths built from the rank, and temporary
+    directories, are per-process files and are left alone. Writers this rule does not
+    know (`PIL.Image.save`, `DataFrame.to_csv`) are not reported.
+    """
+
+    code = "AM517"
+    name = "file-written-on-every-process"
+    message = "`{call}` writes `{path}` on every process: N processes write the same file at once{note}"
+    fix_title = "Write it on the main process only (`if accelerator.is_main_process:`)"
+    fix = FixAvailability.SOMETIMES
+    examples = (
+        Example(
+            before=(
+                "import torch\nfrom torchvision.utils import save_image\nfrom runtime import Accelerator\n\n"
+                "accelerator = Accelerator()\nsamples = torch.rand(4, 1, 8, 8)\n"
+                "save_image(samples, \"samples.png\")\n"
+            ),
+            after=(
+                "import torch\nfrom torchvision.utils import save_image\nfrom runtime import Accelerator\n\n"
+                "accelerator = Accelerator()\nsamples = torch.rand(4, 1, 8, 8)\n"
+                "if accelerator.is_main_process:\n    save_image(samples, \"samples.png\")\n"
+            ),
+            at=("7:1",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        if not analysis.migrating:
+            return
+        gated: list[tuple[cst.Call, cst.BaseStatement, dict]] = []
+        for fact in analysis.facts.calls:
+            found = self._write(fact)
+            if found is None:
+                continue
+            call, path, statement, shown = found
+            if per_process_path(analysis, path) or self._main_only(call):
+                continue
+            why = self._why_not(call, path, statement)
+            fields = {"call": shown, "path": _short(path)}
+            if why is not None:
+                self.report(call, note=f" (left as written: {why})", **fields)
+            else:
+                gated.append((call, statement, fields))
+        for group in adjacent_runs(gated, analysis.parent):
+            accelerator = analysis.accelerator_at(group[0][1])
+            fix = Fix(tuple(replace(n, r) for n, r in wrap_statements([s for _, s, _ in group], self._wrapper(accelerator))))  # type: ignore[arg-type]
+            for call, _, fields in group:
+                self.report(call, edits=fix, note="", **fields)
+
+    def _write(self, fact):
+        """(call, path, statement to gate or None, how to show the call) for a writer."""
+        call = fact.node
+        qualified = fact.qualified or ""
+        if qualified in _WRITERS:
+            index, keyword = _WRITERS[qualified]
+            path = _argument(call, index, keyword)
+            if path is None:
+                return None
+            return call, path, self._own_line(call), f"{dotted_name(call.func) or qualified}()"
+        if qualified in _OPENERS or (dotted_name(call.func) == "open" and "open" not in self.analysis.imports.aliases):
+            path, mode = _argument(call, 0, "file"), _argument(call, 1, "mode")
+            if path is None or not _writes(mode):
+                return None
+            item = self.analysis.parent(call)
+            with_ = self.analysis.parent(item) if isinstance(item, cst.WithItem) else None
+            if not isinstance(with_, cst.With):
+                return call, path, None, "open()"
+            return call, path, with_ if len(with_.items) == 1 else None, "open()"
+        return None
+
+    def _own_line(self, call: cst.Call) -> cst.SimpleStatementLine | None:
+        """The statement line that is nothing but `call`."""
+        analysis = self.analysis
+        expr = analysis.parent(call)
+        line = analysis.parent(expr) if isinstance(expr, cst.Expr) else None
+        if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1:
+            return line
+        return None
+
+    def _main_only(self, call: cst.Call) -> bool:
+        """Only the main process runs it, or a function this file never calls (its
+        callers decide)."""
+        branches = self.analysis.branches
+        branch = branches.branch_of(call)
+        if branch is not None:
+            return True  # main only is right; the others only is AM901's business
+        function = branches.function_of(call)
+        return function is not None and (not branches.callers(function) or branches.runs_only_on_main(call))
+
+    def _why_not(self, call: cst.Call, path: cst.BaseExpression, statement: cst.CSTNode | None) -> str | None:
+        """Why the write cannot be gated, or None when it can."""
+        analysis = self.analysis
+        if statement is None:
+            if dotted_name(call.func) == "open" or (self.analysis.imports.qualify(call.func) or "") in _OPENERS:
+                return "the file is opened outside a `with open(...)` block of its own"
+            return "the write is part of a larger statement"
+        if analysis.accelerator_at(statement) is None:
+            return "the Accelerator cannot be reached here"
+        collective = self._collective_in(statement)
+        if collective is not None:
+            return f"it also runs `{collective}`, which every process must reach"
+        used = self._bound_and_used_later(statement)
+        if used is not None:
+            return f"`{used}`, set here, is used after it by every process"
+        if self._read_back(path, statement):
+            return "the file is read back later, so the other processes would have to wait for it"
+        return None
+
+    def _collective_in(self, statement: cst.CSTNode) -> str | None:
+        branches = self.analysis.branches
+        inside = _ids(statement)
+        for collective in branches.collectives:
+            if id(collective.call) in inside:
+                return collective.name
+        for fact in self.analysis.facts.calls:
+            if id(fact.node) in inside:
+                reached = branches.collective_in_function(fact.node)
+                if reached is not None:
+                    return f"{cst.Module([]).code_for_node(fact.node.func)}() → {reached}"
+        return None
+
+    def _bound_and_used_later(self, statement: cst.CSTNode) -> str | None:
+        """A name (or attribute, subscript) the statement sets that is read outside it."""
+        analysis = self.analysis
+        inside = _ids(statement)
+        scope = analysis.scope_of(statement)
+        for node in _walk(statement):
+            if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)):
+                target = node.target
+                if not isinstance(target, (cst.Name, cst.Tuple, cst.List)):
+                    return cst.Module([]).code_for_node(target)
+            if isinstance(node, (cst.Global, cst.Nonlocal)):
+                return node.names[0].name.value
+        bound = {b.name for b in analysis.facts.bindings if id(b.statement) in inside or id(b.target) in inside}
+        if isinstance(statement, cst.With):
+            for item in statement.items:
+                if item.asname is not None and isinstance(item.asname.name, cst.Name):
+                    bound.add(item.asname.name.value)
+        for load in analysis.facts.loads:
+            if load.name in bound and load.scope is scope and id(load.node) not in inside:
+                return load.name
+        return None
+
+    def _read_back(self, path: cst.BaseExpression, statement: cst.CSTNode) -> bool:
+        """The same path (as written) passed to a call outside the statement, after it."""
+        analysis = self.analysis
+        text = cst.Module([]).code_for_node(path).strip()
+        inside = _ids(statement)
+        at = analysis.order(statement)
+        for fact in analysis.facts.calls:
+            if id(fact.node) in inside or analysis.order(fact.node) < at:
+                continue
+            if any(cst.Module([]).code_for_node(a.value).strip() == text for a in fact.node.args):
+                return True
+        return False
+
+    def _wrapper(self, accelerator: str):
+        """Builds `if accelerator.is_main_process:` around a body; in it, the prepared
+        model is called unwrapped (DDP's forward would wait for the other processes)."""
+        models = {n for n in self.analysis.prepared if self.analysis.roles.of(n) is Role.MODEL}
+        test = cst.parse_expression(f"{accelerator}.is_main_process")
+
+        def build(body: cst.IndentedBlock) -> cst.If:
+            return cst.If(test=test, body=body.visit(_Unwrap(models, accelerator)) if models else body)
+
+        return build
+
+
+class _Unwrap(cst.CSTTransformer):
+    """`model(x)` → `accelerator.unwrap_model(model)(x)` for the prepared models."""
+
+    def __init__(self, models: set[str], accelerator: str) -> None:
+        super().__init__()
+        self.models = models
+        self.accelerator = accelerator
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        name = dotted_name(original.func)
+        if name in self.models:
+            return updated.with_changes(func=cst.parse_expression(f"{self.accelerator}.unwrap_model({name})"))
+        return updated
+
+
+def _argument(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[index].value if index < len(positional) else None
+
+
+def _writes(mode: cst.BaseExpression | None) -> bool:
+    """A literal mode that writes ("w", "wb", "a", "x", "r+")."""
+    if not isinstance(mode, cst.SimpleString):
+        return False
+    value = mode.evaluated_value
+    return isinstance(value, str) and any(c in value for c in "wax+")
+
+
+def _short(path: cst.BaseExpression) -> str:
+    text = cst.Module([]).code_for_node(path).strip()
+    return text if len(text) <= 50 else "the file"
+
+
+def _walk(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+def _ids(node: cst.CSTNode) -> set[int]:
+    return {id(n) for n in _walk(node)}
