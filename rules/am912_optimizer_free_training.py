@@ -119,9 +119,9 @@ class OptimizerFreeTraining(Rule):
                 receiver = cst.Module([]).code_for_node(c.node.args[0].value if c.node.args else func.value).strip()
                 rest = (
                     f": `{models[0]}` is prepared alone and the hand-written update stays (it reads the gradients "
-                    "DDP averaged); with no DataLoader nothing splits the data, so every process trains on all of "
-                    "it (correct, but no faster): split it by `accelerator.process_index`, or serve it from a "
-                    "DataLoader"
+                    "DDP averaged); with no DataLoader nothing splits the data: where every process reads the same "
+                    "data, each trains on all of it (correct, but no faster): split it by "
+                    "`accelerator.process_index`, or serve it from a DataLoader"
                 )
                 self.report(c.node, call=f"{receiver if len(receiver) < 30 else 'loss'}.backward()", rest=rest)
                 return
