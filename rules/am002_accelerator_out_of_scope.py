@@ -162,4 +162,24 @@ def _with_keyword_param(params: cst.Parameters, name: str) -> cst.Parameters:
     star = params.star_arg
     if not isinstance(star, cst.Param) and not params.kwonly_params:
         star = cst.ParamStar()
+        one_per_line = _one_per_line(params.params)
+        if one_per_line is not None:
+            # `a,\n    b,\n)`: the new `*, name,` gets a line of its own, before the `)`
+            separator, closing = one_per_line
+            last = params.params[-1].with_changes(comma=cst.Comma(whitespace_after=separator))
+            new = new.with_changes(comma=cst.Comma(whitespace_after=closing))
+            return params.with_changes(params=[*params.params[:-1], last], star_arg=star, kwonly_params=[new])
     return params.with_changes(star_arg=star, kwonly_params=[*params.kwonly_params, new])
+
+
+def _one_per_line(params) -> tuple[cst.BaseParenthesizableWhitespace, cst.BaseParenthesizableWhitespace] | None:
+    """(the break between two parameters, the break before `)`) when the parameters sit
+    one per line with a trailing comma; else None."""
+    if len(params) < 2:
+        return None
+    before_last, last = params[-2].comma, params[-1].comma
+    if not (isinstance(before_last, cst.Comma) and isinstance(last, cst.Comma)):
+        return None
+    if not (isinstance(before_last.whitespace_after, cst.ParenthesizedWhitespace) and isinstance(last.whitespace_after, cst.ParenthesizedWhitespace)):
+        return None
+    return before_last.whitespace_after, last.whitespace_after

@@ -81,7 +81,8 @@ class UnpreparedObjects(Rule):
             return
         indent = "" if isinstance(plan.block.owner, cst.Module) else "    "
         for group in plan.groups:
-            statement = prepare_statement(self.analysis.accelerator, group.names, indent)
+            accelerator = self.analysis.accelerator_at(group.after) or self.analysis.accelerator
+            statement = prepare_statement(accelerator, group.names, indent)
             self.report(
                 group.after,
                 edits=[insert_after(group.after, statement)],

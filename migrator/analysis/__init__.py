@@ -15,6 +15,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from migrator.analysis.branches import Audience, ProcessBranches, RankBranch
 from migrator.analysis.collect import Binding, Facts, collect, node_tables
+from migrator.analysis.distributed import local_rank_names
 from migrator.analysis.device_choice import options_guard
 from migrator.analysis.device import (
     DeviceMove,
@@ -199,7 +200,7 @@ def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
         roles.roles.setdefault(name, Role.MODEL)
     acc_names = _accelerator_names(facts)
     prepare_calls = _prepare_calls(facts, acc_names, parent)
-    block = _training_block(facts, roles, parent)
+    block, wrapped_here = _training_block(facts, roles, parent)
     if block is None and updated:
         block = hand_update_block(facts, updated, parent)
     first_use = _first_training_use(facts, block, loops_with_backward, parent) if block else None
@@ -209,7 +210,7 @@ def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
         plan = make_plan(facts, roles, block, first_use, lens, parent)
     prepared = {t for p in prepare_calls for t in p.targets if t} | (plan.names if plan else set())
     dev_vars = device_variables(facts)
-    dev_names = {v.name for v in dev_vars} | {"device"}
+    dev_names = {v.name for v in dev_vars} | {"device"} | local_rank_names(facts)
     moves = [m for c in facts.calls if (m := device_move(c.node, dev_names, facts.imports))]
     placed = prepared_bindings(facts, prepare_calls, plan, parent)
     droppable = droppable_moves(facts, roles, moves, prepared, placed, parent)
@@ -221,7 +222,8 @@ def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
     )
     setup = None
     if block is not None and not acc_names:
-        setup = _setup_plan(module, block, dev_vars, surviving, facts, patterns.option_names)
+        home = _home_of_wrapping_class(facts, block, parent) if wrapped_here else block
+        setup = _setup_plan(module, home, dev_vars, surviving, facts, patterns.option_names)
     return ScriptAnalysis(
         module=module,
         facts=facts,
@@ -287,16 +289,65 @@ def _prepare_calls(facts: Facts, acc_names, parent) -> tuple[PrepareCall, ...]:
     return tuple(out)
 
 
-def _training_block(facts: Facts, roles: RoleTable, parent) -> Block | None:
+def _training_block(facts: Facts, roles: RoleTable, parent) -> tuple[Block | None, bool]:
     """Where the first optimizer is constructed (`torch.optim.SGD(...)`), rather than where
-    one is merely stored (`self.optimizer = optimizer` in a Trainer that receives it)."""
+    one is merely stored (`self.optimizer = optimizer` in a Trainer that receives it); but
+    where the model is wrapped for distribution by hand beside the optimizer, there (the
+    second value says so)."""
     optimizers = [b for b in facts.bindings if roles.of(b.name) is Role.OPTIMIZER]
+    wrap = _wrap_block(facts, roles, parent, optimizers)
+    if wrap is not None:
+        return wrap, True
     local_models = module_classes(facts)
     optimizers.sort(key=lambda b: role_of_value(b.element or b.value, facts.imports, local_models) is not Role.OPTIMIZER)
     for b in optimizers:
         block = enclosing_block(b.statement, parent)
         if block is not None:
-            return block
+            return block, False
+    return None, False
+
+
+def _home_of_wrapping_class(facts: Facts, block: Block, parent) -> Block:
+    """Where the Accelerator is created when prepare() goes where a method wrapped the
+    model (`Trainer.__init__`): the module-level function that builds every instance of
+    that class (`main()`, where the process group was joined), so the class receives it
+    as `self.accelerator` (reach.injected_classes); else the method itself."""
+    cls = facts.method_of.get(id(block.scope)) if isinstance(block.scope, cst.FunctionDef) else None
+    if cls is None:
+        return block
+    name = cls.name.value
+    calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == name]
+    loads = [load for load in facts.loads if load.name == name]
+    scopes = {id(c.scope) for c in calls}
+    if not calls or len(loads) != len(calls) or len(scopes) != 1:
+        return block
+    scope = calls[0].scope
+    if not isinstance(scope, cst.FunctionDef) or not isinstance(facts.scope_of_function.get(id(scope)), cst.Module):
+        return block
+    if id(scope) in facts.method_of:
+        return block
+    home = enclosing_block(calls[0].node, parent)
+    return home if home is not None and home.scope is scope else block
+
+
+def _wrap_block(facts: Facts, roles: RoleTable, parent, optimizers: list[Binding]) -> Block | None:
+    """A function that wraps the model for distribution by hand (`self.model =
+    DDP(self.model, ...)`) and holds the optimizer there too is the author's own "ready to
+    train" point: the model is built, moved and restored from a snapshot above the wrap,
+    so prepare() goes there, wherever the optimizer was constructed (`Trainer.__init__`
+    receiving what `main()` built)."""
+    from migrator.analysis.distributed import WRAPPERS
+
+    for b in facts.bindings:
+        value = b.value
+        if b.element is not None or not isinstance(value, cst.Call) or not value.args:
+            continue
+        if facts.imports.qualify(value.func) not in WRAPPERS or roles.of(b.name) is not Role.MODEL:
+            continue
+        if dotted_name(value.args[0].value) != b.name or not isinstance(b.scope, cst.FunctionDef):
+            continue
+        if any(o.scope is b.scope for o in optimizers):
+            return enclosing_block(b.statement, parent)
     return None
 
 

@@ -16,9 +16,9 @@ import libcst as cst
 
 from migrator.analysis.collect import Binding, Facts
 from migrator.analysis.names import dotted_name
-from migrator.analysis.removal import import_removals, shared_removals
+from migrator.analysis.removal import import_removals, removal_unit, shared_removals
 from migrator.analysis.roles import Role, RoleTable, peel_moves
-from migrator.edits import Edit, Fix, ImportChange, replace
+from migrator.edits import Edit, Fix, ImportChange, remove, replace
 
 Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 
@@ -516,7 +516,11 @@ def sampler_arg_edit(arg: SamplerArg) -> Edit:
         args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=after))
         args.append(cst.Arg(shuffle, keyword=cst.Name("shuffle"), equal=_EQ))
     final = call.args[-1].comma
-    args[-1] = args[-1].with_changes(comma=final if isinstance(final, cst.Comma) else cst.MaybeSentinel.DEFAULT)
+    # the last argument's trailing space (`...\n    )` of a multi-line call) stays before `)`
+    args[-1] = args[-1].with_changes(
+        comma=final if isinstance(final, cst.Comma) else cst.MaybeSentinel.DEFAULT,
+        whitespace_after_arg=call.args[-1].whitespace_after_arg,
+    )
     return replace(call, call.with_changes(args=args))
 
 
@@ -558,6 +562,94 @@ def _env_name(node: cst.BaseExpression) -> str | None:
     return None
 
 
+def _emptied_helpers(facts: Facts, removals: dict[int, Fix], parent: Parent) -> dict[int, Fix]:
+    """`def ddp_setup(): torch.cuda.set_device(...); init_process_group(...)`: a
+    module-level helper whose every statement goes would be left holding `pass`; it goes
+    whole instead, with each `ddp_setup()` statement that calls it. Only when every use of
+    the name is such a call (nothing reads a result). The Fixes that emptied it become one,
+    shared by the statements they removed."""
+    removed: dict[int, list[Fix]] = {}
+    for fix in {id(f): f for f in removals.values()}.values():
+        for edit in fix.edits:
+            if edit.replacement is cst.RemovalSentinel.REMOVE:
+                removed.setdefault(id(edit.node), []).append(fix)
+    out: dict[int, Fix] = {}
+    for name, defs in facts.functions.items():
+        function = defs[0]
+        if len(defs) != 1 or id(function) in facts.method_of or function.decorators:
+            continue
+        if not isinstance(facts.scope_of_function.get(id(function)), cst.Module):
+            continue
+        fixes = _emptying_fixes(function, removed)
+        calls = _bare_calls(facts, name, parent)
+        if not fixes or not calls:
+            continue
+        inside = lambda node: _within_node(node, function, parent)  # noqa: E731
+        kept = [e for f in fixes for e in f.edits if not inside(e.node)]
+        edits = [remove(function), *(remove(removal_unit(c, parent, facts.imports)) for c in calls), *kept]
+        merged = Fix(tuple(edits), remove_imports=fixes[0].remove_imports)
+        for key, fix in removals.items():
+            if any(fix is f for f in fixes):
+                out[key] = merged
+    return out
+
+
+def _emptying_fixes(function: cst.FunctionDef, removed: dict[int, list[Fix]]) -> list[Fix]:
+    """The Fixes that remove every statement of `function`'s body (a leading docstring
+    aside), or [] when some statement stays."""
+    body = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
+    fixes: list[Fix] = []
+    for i, statement in enumerate(body):
+        if i == 0 and isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+            small = statement.body[0]
+            if isinstance(small, cst.Expr) and isinstance(small.value, (cst.SimpleString, cst.ConcatenatedString)):
+                continue
+        if id(statement) in removed:
+            found = removed[id(statement)]
+        elif isinstance(statement, cst.SimpleStatementLine) and all(id(s) in removed for s in statement.body):
+            found = [f for s in statement.body for f in removed[id(s)]]
+        else:
+            return []
+        fixes.extend(f for f in found if not any(f is g for g in fixes))
+    return fixes
+
+
+def _bare_calls(facts: Facts, name: str, parent: Parent) -> list[cst.BaseSmallStatement]:
+    """`name()` statements, when every load of `name` is one; else []."""
+    calls = []
+    for load in facts.loads:
+        if load.name != name:
+            continue
+        call = parent(load.node)
+        statement = _expr_statement(call, parent) if isinstance(call, cst.Call) and call.func is load.node else None
+        if statement is None or call.args:  # type: ignore[union-attr]
+            return []
+        calls.append(statement)
+    return calls
+
+
+def _within_node(node: cst.CSTNode, outer: cst.CSTNode, parent: Parent) -> bool:
+    current: cst.CSTNode | None = node
+    while current is not None:
+        if current is outer:
+            return True
+        current = parent(current)
+    return False
+
+
+def local_rank_names(facts: Facts) -> set[str]:
+    """Names bound from `int(os.environ["LOCAL_RANK"])`: torchrun scripts use them as the
+    device index (`x.to(self.gpu_id)`, `.cuda(local_rank)`), so a move to one is a device
+    move like `.to(device)`."""
+    out = set()
+    for b in facts.bindings:
+        value = b.value
+        if b.element is None and isinstance(value, cst.Call) and dotted_name(value.func) == "int" and len(value.args) == 1:
+            if _env_name(value.args[0].value) == "LOCAL_RANK":
+                out.add(b.name)
+    return out
+
+
 def distribution_facts(
     module: cst.Module, facts: Facts, roles: RoleTable, parent: Parent, rank_audience, vanishing: frozenset[int] = frozenset()
 ) -> DistributionFacts:
@@ -593,6 +685,8 @@ def distribution_facts(
         and c.qualified not in handled
         and (c.qualified or "").rsplit(".", 1)[-1] not in _QUERIES
     ]
+    removals = shared_removals(b.boilerplate, parent, facts.imports, cleanup, b.companions, b.together)
+    removals.update(_emptied_helpers(facts, removals, parent))
     return DistributionFacts(
         wraps=tuple(wraps),
         module_accesses=tuple(b.module_accesses({w for w in wrapped if w})),
@@ -608,6 +702,6 @@ def distribution_facts(
         rank_tests=tuple(rank_tests),
         spawns=tuple(b.calls(SPAWNS)),
         raw_calls=tuple(raw),
-        removals=shared_removals(b.boilerplate, parent, facts.imports, cleanup, b.companions, b.together),
+        removals=removals,
         import_cleanup=cleanup,
     )

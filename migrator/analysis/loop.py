@@ -77,9 +77,9 @@ def backward_loops(facts: Facts) -> set[int]:
     return found
 
 
-def training_functions(facts: Facts) -> set[str]:
+def training_functions(facts: Facts, methods: bool = False) -> set[str]:
     """Names of functions defined here that train: they call `.backward()` directly or
-    call another training function."""
+    call another training function (with `methods`, through `self.<name>(...)` too)."""
     direct: dict[str, set[str]] = {}
     trains: set[str] = set()
     for call in facts.calls:
@@ -88,10 +88,11 @@ def training_functions(facts: Facts) -> set[str]:
             continue
         name = scope.name.value
         func = call.node.func
+        callee = local_callee(func) if methods else (func.value if isinstance(func, cst.Name) else None)
         if isinstance(func, cst.Attribute) and func.attr.value == "backward":
             trains.add(name)
-        elif isinstance(func, cst.Name) and func.value in facts.functions:
-            direct.setdefault(name, set()).add(func.value)
+        elif callee in facts.functions:
+            direct.setdefault(name, set()).add(callee)  # type: ignore[arg-type]
     changed = True
     while changed:
         changed = False
@@ -100,6 +101,15 @@ def training_functions(facts: Facts) -> set[str]:
                 trains.add(caller)
                 changed = True
     return trains
+
+
+def local_callee(func: cst.BaseExpression) -> str | None:
+    """`f(...)` → "f"; `self.f(...)` → "f"."""
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        return func.attr.value
+    return None
 
 
 def batch_names(loop: LoopFact, facts: Facts) -> set[str]:

@@ -151,6 +151,7 @@ def make_plan(
         # `def train(loader, encoder, decoder, ...)`: the objects arrive as parameters
         if name not in latest and roles.of(name) in (Role.MODEL, Role.DATALOADER):
             latest[name] = _Candidate(name, roles.of(name), -1, None)
+    _follow_aliases(facts, block, latest, owners)
     chosen: list[_Candidate] = []
     left_out: list[tuple[str, str]] = []
     for cand in latest.values():
@@ -175,6 +176,22 @@ def make_plan(
     chosen.sort(key=lambda c: (_ROLE_ORDER.index(c.role), c.index))
     groups = _place(block, chosen, [u for u in lens if u.index is not None])
     return PreparePlan(block, groups, tuple(left_out))
+
+
+def _follow_aliases(facts: Facts, block: Block, latest: dict[str, _Candidate], owners: set[str]) -> None:
+    """`self.model = model.to(gpu_id)` in the block: `self.model` is what trains from here
+    on, so it is prepared in place of the parameter `model` it was bound from (and it
+    owns what `model` owned)."""
+    from migrator.analysis.roles import peel_moves
+
+    for b in facts.bindings:
+        if b.scope is not block.scope or b.element is not None or b.name not in latest:
+            continue
+        source = dotted_name(peel_moves(b.value)) if b.value is not None else None
+        if source and source != b.name and source in latest and latest[source].binding is None:
+            if source in owners:
+                owners.add(b.name)
+            del latest[source]
 
 
 def _parameters(facts: Facts, block: Block) -> tuple[str, ...]:

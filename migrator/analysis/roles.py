@@ -152,8 +152,26 @@ def assign_roles(facts: Facts, backward_loops: set[int]) -> RoleTable:
         if roles.get(b.name) is Role.OPTIMIZER and isinstance(value, cst.Call):
             for owner in parameter_owners(value, facts):
                 roles.setdefault(owner, Role.MODEL)
+    for name in _wrapped_models(facts):
+        roles.setdefault(name, Role.MODEL)
     _roles_by_use(facts, roles, backward_loops)
     return RoleTable(roles)
+
+
+_DISTRIBUTED_WRAPS = {"DistributedDataParallel", "DataParallel"}
+
+
+def _wrapped_models(facts: Facts) -> list[str]:
+    """`self.model = DDP(self.model, device_ids=[...])`: what a script wraps for
+    distribution by hand is a model, whatever it was built from."""
+    out = []
+    for b in facts.bindings:
+        value = b.value
+        if b.element is None and isinstance(value, cst.Call) and value.args:
+            last = (facts.imports.qualify(value.func) or dotted_name(value.func) or "").rsplit(".", 1)[-1]
+            if last in _DISTRIBUTED_WRAPS and dotted_name(value.args[0].value) == b.name:
+                out.append(b.name)
+    return out
 
 
 def _roles_by_use(facts: Facts, roles: dict[str, Role], backward_loops: set[int]) -> None:
@@ -168,11 +186,32 @@ def _roles_by_use(facts: Facts, roles: dict[str, Role], backward_loops: set[int]
     for loop in facts.loops:
         if loop.iter_name and loop.iter_name not in roles and id(loop.node) in backward_loops:
             roles[loop.iter_name] = Role.DATALOADER
+    for name in _loops_through_training_calls(facts):
+        roles.setdefault(name, Role.DATALOADER)
     for loop in facts.loops:
         name = loop.iter_name
         if name and name not in roles and re.search(r"(loader|_dl$|^dl_|^dl$)", name):
             roles[name] = Role.DATALOADER
     _roles_through_calls(facts, roles)
+
+
+def _loops_through_training_calls(facts: Facts) -> list[str]:
+    """`for x, y in self.train_data: self._run_batch(x, y)` where `_run_batch` calls
+    backward: the innermost loop hands what it draws to a method (or function) of this
+    file that trains, so what it iterates is a training loader."""
+    from migrator.analysis.loop import local_callee, training_functions
+
+    trains = training_functions(facts, methods=True)
+    out = []
+    loops = {id(loop.node): loop for loop in facts.loops}
+    for c in facts.calls:
+        if local_callee(c.node.func) not in trains or not c.loops:
+            continue
+        loop = loops.get(id(c.loops[-1]))  # the innermost loop, handing its batch to the call
+        passed = {dotted_name(arg.value) for arg in c.node.args}
+        if loop is not None and loop.iter_name and passed & set(loop.targets) and loop.iter_name not in out:
+            out.append(loop.iter_name)
+    return out
 
 
 def _roles_through_calls(facts: Facts, roles: dict[str, Role]) -> None:

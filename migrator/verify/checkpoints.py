@@ -12,7 +12,7 @@ import ast
 from typing import Iterator
 
 from migrator.verify.pair import Pair, Problem
-from migrator.verify.program import call_name, dotted, last
+from migrator.verify.program import Program, call_name, dotted, last
 
 CODE = "AM920"
 _WRAPS = {"DataParallel", "DistributedDataParallel"}
@@ -29,7 +29,8 @@ def _loads_into_unwrapped(pair: Pair) -> Iterator[Problem]:
     wrapped = {a.target for a in before.assigns if isinstance(a.value, ast.Call) and last(call_name(a.value)) in _WRAPS}
     for call in before.calls:
         func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "load_state_dict" and dotted(func.value) in wrapped:
+        owner = dotted(func.value) if isinstance(func, ast.Attribute) and func.attr == "load_state_dict" else None
+        if owner in wrapped and _wrapped_at(before, owner, call):
             yield Problem(
                 CODE, call.lineno, call.col_offset + 1,
                 f"checkpoints saved by the wrapped `{dotted(func.value)}` have keys starting with `module.`; "
@@ -38,3 +39,23 @@ def _loads_into_unwrapped(pair: Pair) -> Iterator[Problem]:
                 blocking=False,
             )
             return
+
+
+def _wrapped_at(program: Program, owner: str, node: ast.AST, depth: int = 0) -> bool:
+    """Whether `owner` is the wrapper where `node` loads into it: the latest binding above
+    it in its scope is the wrap; in a method bound nowhere in it, wrapped at some
+    `self.<method>(...)` call of the same class (a `_resume()` that `__init__` calls before
+    wrapping loads into the plain model). Unknown callers: assume wrapped."""
+    scope = program.scope_of.get(node)
+    earlier = [a for a in program.assigns if a.scope is scope and a.target == owner and a.node.lineno < node.lineno]
+    if earlier:
+        value = getattr(max(earlier, key=lambda a: a.node.lineno).node, "value", None)
+        return isinstance(value, ast.Call) and last(call_name(value)) in _WRAPS
+    cls = program.enclosing_class(scope) if scope is not None else None
+    callers = program.callers_of(scope) if cls is not None and owner.startswith("self.") else []
+    if depth >= 3 or not callers or any(
+        dotted(getattr(c.func, "value", None)) != "self" or program.enclosing_class(program.scope_of.get(c)) is not cls
+        for c in callers
+    ):
+        return True
+    return any(_wrapped_at(program, owner, c, depth + 1) for c in callers)

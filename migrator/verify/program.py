@@ -175,13 +175,19 @@ class Program:
     def is_prepared(self, name: str) -> bool:
         return name in self.prepared or last(name) in {last(n) for n in self.prepared}
 
-    def kind_of(self, name: str) -> str:
+    def kind_of(self, name: str, _seen: frozenset[str] = frozenset()) -> str:
         """'optimizer', 'scheduler', 'loader' or 'other' (a model), judged from what
-        `name` is bound to, then from its name when the value says nothing (a helper's
-        result: `self.optimizer = make_optimizer(cfg)`)."""
+        `name` is bound to (through plain names: `self.opt = opt`, `opt` an Adam built
+        elsewhere), then from its name when the value says nothing (a helper's result:
+        `self.optimizer = make_optimizer(cfg)`)."""
         if self.is_loader(name) or last(name) in self.iterated_names:
             return "loader"
         for value in self.values_of(name):
+            source = dotted(value)
+            if source is not None and source != name and source not in _seen and len(_seen) < 4:
+                kind = self.kind_of(source, _seen | {name})
+                if kind != "other":
+                    return kind
             if isinstance(value, ast.Call):
                 callee = call_name(value)
                 if any(w in callee + "(" for w in _SCHEDULER_WORDS):

@@ -79,11 +79,21 @@ def _write(spec: TrainSpec, name: str, text: str) -> Path:
     return path
 
 
+def _fresh(spec: TrainSpec, label: str) -> Path:
+    """A working directory of its own for one run, so what a run writes (a snapshot it
+    resumes from) never reaches another."""
+    folder = workdir() / spec.name / label
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 @functools.cache
 def original(spec: TrainSpec, batch: int, reference: bool = False) -> Run:
     script = spec.case / "input.py"
-    command = runner.python_cmd(script, spec.argv(batch, reference))
-    return runner.run(command, workdir(), TIMEOUT_1, runner.GPU_ON_CPU_ENV, spec.pattern).check()
+    args = spec.argv(batch, reference)
+    command = runner.torchrun_cmd(script, args) if spec.launch == "torchrun" else runner.python_cmd(script, args)
+    cwd = _fresh(spec, f"original-{batch}{'-reference' if reference else ''}")
+    return runner.run(command, cwd, TIMEOUT_1, runner.GPU_ON_CPU_ENV, spec.pattern).check()
 
 
 @functools.cache
@@ -92,14 +102,15 @@ def migrated(spec: TrainSpec, target: Target, nproc: int) -> Run:
     source = migrated_source(spec, target)
     if nproc == 1:
         script = _write(spec, f"migrated_{target.value}.py", source)
-        return runner.run(runner.python_cmd(script, spec.argv(spec.batch)), script.parent, TIMEOUT_1, None, spec.pattern).check()
+        cwd = _fresh(spec, f"{target.value}-1")
+        return runner.run(runner.python_cmd(script, spec.argv(spec.batch)), cwd, TIMEOUT_1, None, spec.pattern).check()
     script = _write(spec, f"migrated_{target.value}_every_rank.py", every_rank_prints(source))
     args = spec.argv(spec.batch)
     if target is Target.RUNTIME:
         command, env = runner.accel_launch_cmd(script, args, nproc), runner.TEE_ENV
     else:
         command, env = runner.accelerate_launch_cmd(script, args, nproc), runner.ACCELERATE_ENV
-    return runner.run(command, script.parent, TIMEOUT_N, env, spec.pattern).check()
+    return runner.run(command, _fresh(spec, f"{target.value}-{nproc}"), TIMEOUT_N, env, spec.pattern).check()
 
 
 # -- comparisons ----------------------------------------------------------------------------

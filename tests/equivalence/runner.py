@@ -165,6 +165,12 @@ def python_cmd(script: Path, args: Sequence[str]) -> list[str]:
     return [sys.executable, str(script), *args]
 
 
+def torchrun_cmd(script: Path, args: Sequence[str], nproc: int = 1) -> list[str]:
+    """An original written for torchrun (it reads RANK/LOCAL_RANK and joins the group
+    itself), run as its author runs it: torchrun, standalone on this machine."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc), str(script), *args]
+
+
 def accel_launch_cmd(script: Path, args: Sequence[str], nproc: int) -> list[str]:
     """Our launcher as a user runs it (the console script; `python -m runtime.launch` if absent)."""
     exe = BIN / "accel-launch"

@@ -17,6 +17,7 @@ A fixture declares that it trains, and how to set its batch size, in its case.to
                                   # rank of the N-process run prints the original's losses at B
     metrics = 'val_loss (?P<val_loss>\S+) accuracy (?P<accuracy>\S+)'  # evaluation lines (optional): every
                                   # rank of the N-process run prints the original's values at N*B
+    launch = "torchrun"           # the original is already distributed: run it under torchrun (1 process)
 
 Its script prints one line per optimizer step with `step`, `loss` and `lr` in it (a plain
 print such as `print(f"epoch {e} step {i} loss {loss.item():.6f} lr {lr}")`), or in its
@@ -39,7 +40,7 @@ from tests.fixture_cases import FIXTURES, case_config
 
 _KEYS = {
     "batch_arg", "batch", "args", "lr", "reference_args", "lr_tolerance", "why", "accelerate", "pattern", "known_bug",
-    "metrics", "unsharded",
+    "metrics", "launch", "unsharded",
 }
 
 
@@ -60,6 +61,7 @@ class TrainSpec:
     known_bug: str | None = None
     metrics: str | None = None
     unsharded: bool = False
+    launch: str | None = None  # "torchrun": the original reads the launcher's environment
 
     @property
     def name(self) -> str:
@@ -86,6 +88,8 @@ def load(case: Path) -> TrainSpec | None:
     unknown = set(table) - _KEYS
     if unknown:
         raise ValueError(f"{path}: unknown [train] keys {sorted(unknown)}; known: {sorted(_KEYS)}")
+    if table.get("launch", "torchrun") != "torchrun":
+        raise ValueError(f"{path}: [train] launch must be 'torchrun' (or absent)")
     if table.get("lr", "before-step") not in ("before-step", "after-step"):
         raise ValueError(f"{path}: [train] lr must be 'before-step' or 'after-step'")
     return TrainSpec(
@@ -102,6 +106,7 @@ def load(case: Path) -> TrainSpec | None:
         known_bug=table.get("known_bug"),
         metrics=table.get("metrics"),
         unsharded=bool(table.get("unsharded", False)),
+        launch=table.get("launch"),
     )
 
 
