@@ -120,8 +120,9 @@ def _prepared_model_moved(pair: Pair) -> Iterator[Problem]:
             yield pair.at_after(
                 CODE, call,
                 f"left as written: `{owner}` is moved with `.{func.attr}()` after prepare(); moving the "
-                "DDP-wrapped model between devices or dtypes breaks its gradient sync: save "
-                f"`accelerator.unwrap_model({owner}).state_dict()` without moving the model",
+                "DDP-wrapped model between devices or dtypes breaks its gradient sync: leave it where the "
+                "Accelerator put it (AM106 rewrites a move made only around a save; this one is not: "
+                "something else uses the moved model, or the move back is not on its own line)",
             )
             return
 
@@ -180,10 +181,28 @@ def _wrapped_here(program: Program, owner: str, node: ast.AST, depth: int = 0) -
                 return False  # a local of its own, bound later
             if owner in {a.arg for a in scope.args.args + scope.args.kwonlyargs}:
                 return depth < 3 and _fed_prepared(program, scope, owner, depth)
+            if owner.startswith("self.") and depth < 3 and _called_before_prepare(program, scope, owner, depth):
+                return False
         return True
     latest = max(earlier, key=lambda a: a.node.lineno)
     value = getattr(latest.node, "value", None)
     return isinstance(value, ast.Call) and last(call_name(value)) == "prepare"
+
+
+def _called_before_prepare(program: Program, method: ast.AST, owner: str, depth: int) -> bool:
+    """A method (`_load_snapshot`) whose every call is `self.<method>(...)` in a method of
+    the same class where `owner` is not yet the prepared model (`__init__` restores a
+    snapshot, then prepares): there `self.model` is still the user's own module."""
+    cls = program.enclosing_class(method)
+    callers = program.callers_of(method)
+    if cls is None or not callers:
+        return False
+    for call in callers:
+        if dotted(call.func.value) != "self" or program.enclosing_class(program.scope_of.get(call)) is not cls:
+            return False
+        if _wrapped_here(program, owner, call, depth + 1):
+            return False
+    return True
 
 
 def _fed_prepared(program: Program, function: ast.AST, param: str, depth: int) -> bool:
