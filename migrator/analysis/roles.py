@@ -145,6 +145,8 @@ def assign_roles(facts: Facts, backward_loops: set[int]) -> RoleTable:
     roles: dict[str, Role] = {}
     for b in facts.bindings:
         role = role_of_value(b.element if b.element is not None else b.value, facts.imports, local_models)
+        if role is None and b.element is None:
+            role = _returned_loader(facts, b.value)
         if role is not None and b.name not in roles:
             roles[b.name] = role
     for b in facts.bindings:
@@ -193,6 +195,40 @@ def _roles_by_use(facts: Facts, roles: dict[str, Role], backward_loops: set[int]
         if name and name not in roles and re.search(r"(loader|_dl$|^dl_|^dl$)", name):
             roles[name] = Role.DATALOADER
     _roles_through_calls(facts, roles)
+
+
+def _returned_loader(facts: Facts, value: cst.BaseExpression | None) -> Role | None:
+    """`self.train_loader = self._prepare_dataloader(train_set)`: a function (or method)
+    of this file whose every `return` builds a DataLoader hands out a loader. Its name says
+    nothing (a `prepare_dataloader` helper is not the Accelerator's prepare)."""
+    from migrator.analysis.loop import local_callee
+
+    callee = local_callee(value.func) if isinstance(value, cst.Call) else None
+    defs = facts.functions.get(callee or "", [])
+    if len(defs) != 1:
+        return None
+    returns = _returned_values(defs[0])
+    if returns and all(role_of_value(r, facts.imports, set()) is Role.DATALOADER for r in returns):
+        return Role.DATALOADER
+    return None
+
+
+def _returned_values(function: cst.FunctionDef) -> list[cst.BaseExpression | None]:
+    """What each `return` of `function` itself (not of a function nested in it) gives."""
+    found: list[cst.BaseExpression | None] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_Return(self, node: cst.Return) -> None:
+            found.append(node.value)
+
+    function.body.visit(_Find())
+    return found
 
 
 def _loops_through_training_calls(facts: Facts) -> list[str]:
