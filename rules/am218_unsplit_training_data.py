@@ -1,0 +1,89 @@
+"""AM218: training set up with an optimizer but no DataLoader: nothing splits the data."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis import Role
+from migrator.rule import Example, Rule
+
+_SPLITS = {"process_index", "num_processes", "split_between_processes"}
+
+
+class UnsplitTrainingData(Rule):
+    """## What it does
+    When the migration sets up training whose data comes from no DataLoader (tensors
+    built in the script, a full batch, slices taken by hand), says so once, at the first
+    backward. Nothing is changed.
+
+    ## Why is this bad?
+    `accelerator.prepare()` splits a DataLoader's batches between processes. Data held
+    in tensors is not split: where every process reads the same data, each trains on all
+    of it. The gradients DDP averages are then the ones one process would compute, so
+    training is correct, but N processes are no faster than one.
+
+    ## What to do by hand
+    Serve the data from a `Dataset` and a `DataLoader` that prepare() can split, or
+    split it yourself by `accelerator.process_index` and `accelerator.num_processes`.
+
+    ## Example
+    ```python
+    for step in range(100):
+        optimizer.zero_grad()
+        loss = criterion(model(inputs), targets)
+        loss.backward()
+        optimizer.step()
+    ```
+
+    Use instead:
+    ```python
+    loader = accelerator.prepare(DataLoader(TensorDataset(inputs, targets), batch_size=32))
+    for step in range(100):
+        for x, y in loader:
+            optimizer.zero_grad()
+            accelerator.backward(criterion(model(x), y))
+            optimizer.step()
+    ```
+    (or keep the full batch, and the single-process speed, knowingly).
+
+    ## See also
+    - AM912 (optimizer-free-training) says the same of scripts that update the
+      parameters by hand.
+    """
+
+    code = "AM218"
+    name = "unsplit-training-data"
+    message = (
+        "`{call}` trains on data no DataLoader serves: nothing splits it between processes, so where every process "
+        "reads the same data each trains on all of it (correct, but no faster); serve it from a DataLoader, or split "
+        "it by `accelerator.process_index`"
+    )
+    examples = (
+        Example(
+            before=(
+                "import torch\n\nmodel = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "x, y = torch.ones(4, 2), torch.zeros(4, 1)\nfor step in range(3):\n"
+                "    loss = torch.nn.functional.mse_loss(model(x), y)\n    loss.backward()\n    opt.step()\n"
+            ),
+            after=None,
+            at=("8:5",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        if not analysis.migrating or not analysis.roles.names(Role.OPTIMIZER):
+            return  # optimizer-free training is AM912's
+        if any(n.attr.value in _SPLITS for n in analysis.nodes("Attribute")):  # type: ignore[attr-defined]
+            return  # the script splits its data by process itself
+        prepared = analysis.prepared
+        if any(analysis.roles.of(n) is Role.DATALOADER for n in prepared):
+            return
+        if not any(analysis.roles.of(n) is Role.MODEL for n in prepared):
+            return
+        for c in analysis.facts.calls:
+            func = c.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+                text = cst.Module([]).code_for_node(c.node).strip()
+                self.report(c.node, call=text if len(text) < 40 else "backward()")
+                return
