@@ -1,0 +1,142 @@
+"""AM518: a directory created by every process, where all but the first one fail."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis import dotted_name
+from migrator.edits import replace
+from migrator.rule import Example, FixAvailability, Rule
+
+_CHECKS = {"os.path.exists", "os.path.isdir", "os.path.lexists"}
+_TOLERATED = {"OSError", "FileExistsError", "Exception", "IOError"}
+
+
+class DirectoryCreatedOnEveryProcess(Rule):
+    """## What it does
+    In a script being migrated, adds `exist_ok=True` to `os.makedirs(path)` under
+    `if not os.path.exists(path):` (or `os.path.isdir`), and reports an `os.makedirs`
+    or `os.mkdir` that would fail when the directory exists.
+
+    ## Why is this bad?
+    Under `accel-launch` every process runs the script. All of them can find the
+    directory missing, and then all but the first to create it fail with
+    `FileExistsError`: a crash that depends on timing, mostly on the first run.
+    `exist_ok=True` lets every process go on; where the `if` already ruled out an
+    existing directory, it changes nothing on one process.
+
+    ## Example
+    ```python
+    if not os.path.exists(sample_dir):
+        os.makedirs(sample_dir)
+    ```
+
+    Use instead:
+    ```python
+    if not os.path.exists(sample_dir):
+        os.makedirs(sample_dir, exist_ok=True)
+    ```
+
+    ## Known limits
+    A creation that is not under such a test (`os.makedirs(out)` alone, `os.mkdir`) is
+    reported and left as it is: with `exist_ok=True` a run that finds the directory
+    would go on where the original stops. Creations inside a `try` that catches the
+    error, under a main-process test, in a function this file never calls, or with a
+    path made from the rank are left alone.
+    """
+
+    code = "AM518"
+    name = "directory-created-on-every-process"
+    message = "`{call}` runs on every process: all but the first to create `{path}` fail with FileExistsError{note}"
+    fix_title = "Pass `exist_ok=True`"
+    fix = FixAvailability.SOMETIMES
+    examples = (
+        Example(
+            before=(
+                "import os\nimport torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "if not os.path.exists(\"samples\"):\n    os.makedirs(\"samples\")\n"
+            ),
+            after=(
+                "import os\nimport torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "if not os.path.exists(\"samples\"):\n    os.makedirs(\"samples\", exist_ok=True)\n"
+            ),
+            at=("7:5",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        if not analysis.migrating:
+            return
+        for fact in analysis.facts.calls:
+            qualified = fact.qualified or ""
+            if qualified not in ("os.makedirs", "os.mkdir"):
+                continue
+            call = fact.node
+            path = call.args[0].value if call.args and call.args[0].keyword is None else None
+            if path is None or any(a.keyword is not None and a.keyword.value == "exist_ok" for a in call.args):
+                continue
+            if qualified == "os.makedirs" and len([a for a in call.args if a.keyword is None]) > 2:
+                continue  # exist_ok given by position
+            text = cst.Module([]).code_for_node(path).strip()
+            if any(word in text for word in ("rank", "process_index")) or self._skipped(call):
+                continue
+            fields = {"call": f"{dotted_name(call.func)}()", "path": text if len(text) <= 40 else "it"}
+            if qualified == "os.makedirs" and self._checked_first(call, text):
+                self.report(call, edits=[replace(call, _with_exist_ok(call))], note="", **fields)
+            else:
+                fix = "pass `exist_ok=True`" if qualified == "os.makedirs" else "use `os.makedirs(..., exist_ok=True)`"
+                self.report(call, note=f" (left as written: {fix} if an existing directory is fine)", **fields)
+
+    def _skipped(self, call: cst.Call) -> bool:
+        """Only the main process runs it, a function this file never calls, or a `try`
+        that catches the error."""
+        analysis = self.analysis
+        branches = analysis.branches
+        if branches.branch_of(call) is not None:
+            return True
+        function = branches.function_of(call)
+        if function is not None and (not branches.callers(function) or branches.runs_only_on_main(call)):
+            return True
+        current = analysis.parent(call)
+        while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+            if isinstance(current, cst.Try) and any(_catches(h) for h in current.handlers):
+                return True
+            current = analysis.parent(current)
+        return False
+
+    def _checked_first(self, call: cst.Call, path: str) -> bool:
+        """Under `if not os.path.exists(path):` (the same path as written)."""
+        analysis = self.analysis
+        child, current = call, analysis.parent(call)
+        while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+            if isinstance(current, cst.If):
+                if child is not current.body:
+                    return False
+                test = current.test
+                if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                    inner = test.expression
+                    if isinstance(inner, cst.Call) and (analysis.imports.qualify(inner.func) or "") in _CHECKS and inner.args:
+                        return cst.Module([]).code_for_node(inner.args[0].value).strip() == path
+                return False
+            child, current = current, analysis.parent(current)
+        return False
+
+
+def _catches(handler: cst.ExceptHandler) -> bool:
+    kinds = handler.type
+    if kinds is None:
+        return True
+    names = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+    return any((dotted_name(n) or "").rsplit(".", 1)[-1] in _TOLERATED for n in names)
+
+
+def _with_exist_ok(call: cst.Call) -> cst.Call:
+    args = list(call.args)
+    args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    arg = cst.Arg(
+        cst.Name("True"),
+        keyword=cst.Name("exist_ok"),
+        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+    )
+    return call.with_changes(args=[*args, arg])
