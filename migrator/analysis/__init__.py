@@ -382,7 +382,8 @@ def _setup_plan(module: cst.Module, block: Block, dev_vars, surviving, facts: Fa
     Accelerator's options read, e.g. `args`) unless a device variable comes first."""
     for var in dev_vars:
         if surviving.get(var.name) and var.binding.scope is module and block.scope is not module:
-            guard = options_guard(module, needs, facts)
+            names = tuple(v.name for v in dev_vars if surviving.get(v.name) and v.binding.scope is module)
+            guard = options_guard(module, needs, facts, names)
             block = Block(module, module, module) if guard is None else Block(guard, guard.body, module)
             break
     body = list(block.body)

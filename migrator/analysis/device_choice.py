@@ -453,14 +453,15 @@ def training_cpu(choices: tuple[DeviceChoice, ...], scopes: tuple[cst.CSTNode, .
     return asked.pop(), None
 
 
-def options_guard(module: cst.Module, needs: frozenset[str], facts: Facts) -> cst.If | None:
+def options_guard(module: cst.Module, needs: frozenset[str], facts: Facts, devices: tuple[str, ...] = ()) -> cst.If | None:
     """The `if __name__ == "__main__":` block that binds every name the Accelerator's
     options read (`args = parser.parse_args()` for `cpu=args.backend != "gpu"`) where
-    module-level code does not: a device variable kept at module level for the functions
-    that read it is then chosen there, after those names, and the Accelerator is created
-    there too (a module global, seen by every function the guard calls after it)."""
+    module-level code does not, and chooses again each module-level device variable in
+    `devices`: the Accelerator is created there, after those names (a module global, seen
+    by every function the guard calls after it), and the guard's choice becomes
+    `accelerator.device`."""
     guards = [s for s in module.body if is_main_guard(s)]
-    if not needs or len(guards) != 1 or not isinstance(guards[0].body, cst.IndentedBlock):
+    if not needs or not devices or len(guards) != 1 or not isinstance(guards[0].body, cst.IndentedBlock):
         return None
     guard = guards[0]
     in_guard = {id(s) for s in guard.body.body}
@@ -468,7 +469,8 @@ def options_guard(module: cst.Module, needs: frozenset[str], facts: Facts) -> cs
     bound = [b for b in facts.bindings if b.scope is module and b.name in needs]
     if any(id(b.statement) in at_top for b in bound):
         return None
-    return guard if needs <= {b.name for b in bound if id(b.statement) in in_guard} else None
+    chosen = {b.name for b in facts.bindings if b.scope is module and id(b.statement) in in_guard}
+    return guard if needs <= {b.name for b in bound if id(b.statement) in in_guard} and set(devices) <= chosen else None
 
 
 def superseded(analysis: "ScriptAnalysis", choice: DeviceChoice) -> str | None:
