@@ -244,7 +244,7 @@ def _loops_through_training_calls(facts: Facts) -> list[str]:
         if local_callee(c.node.func) not in trains or not c.loops:
             continue
         loop = loops.get(id(c.loops[-1]))  # the innermost loop, handing its batch to the call
-        passed = {dotted_name(arg.value) for arg in c.node.args}
+        passed = {dotted_name(peel_moves(arg.value)) for arg in c.node.args}  # `x` of `x.to(gpu)` too
         if loop is not None and loop.iter_name and passed & set(loop.targets) and loop.iter_name not in out:
             out.append(loop.iter_name)
     return out

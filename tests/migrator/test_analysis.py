@@ -275,3 +275,27 @@ def test_existing_accelerator_and_prepare_are_found() -> None:
 def test_dotted_name() -> None:
     assert dotted_name(cst.parse_expression("self.model.encoder")) == "self.model.encoder"
     assert dotted_name(cst.parse_expression("f().x")) is None
+
+
+def test_a_function_that_returns_a_dataloader_hands_out_a_loader() -> None:
+    analysis = _analyze(
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        def prepare_dataloader(ds, batch_size):
+            def collate(items):
+                return items
+            return DataLoader(ds, batch_size=batch_size, collate_fn=collate)
+
+        def maybe(ds):
+            if ds is None:
+                return None
+            return DataLoader(ds)
+
+        train_data = prepare_dataloader(ds, 8)
+        other = maybe(ds)
+        """
+    )
+    assert analysis.roles.of("train_data") is Role.DATALOADER  # the nested collate's return does not count
+    assert analysis.roles.of("other") is None  # one return is not a loader

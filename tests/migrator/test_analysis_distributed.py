@@ -132,3 +132,80 @@ def test_spawn_and_other_collectives_are_only_reported() -> None:
 def test_a_loop_variable_named_rank_is_not_the_process_rank() -> None:
     analysis = _analyze("for rank in range(4):\n    if rank == 0:\n        pass\nif args.rank == 0:\n    pass\n")
     assert [_code(analysis, t.node) for t in analysis.patterns.distribution.rank_tests] == ["args.rank == 0"]
+
+
+TORCHRUN_TRAINER = """
+import os
+import torch
+from torch.distributed import init_process_group
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader
+
+def setup():
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    init_process_group("nccl")
+
+class Trainer:
+    def __init__(self, model, data, optimizer):
+        self.gpu = int(os.environ["LOCAL_RANK"])
+        self.model = model.to(self.gpu)
+        self.data = data
+        self.optimizer = optimizer
+        self.restore()
+        self.model = DDP(self.model, device_ids=[self.gpu])
+
+    def restore(self):
+        self.model.load_state_dict(torch.load("last.pt"))
+
+    def step(self, x, y):
+        self.optimizer.zero_grad()
+        torch.nn.functional.mse_loss(self.model(x), y).backward()
+        self.optimizer.step()
+
+    def fit(self):
+        for x, y in self.data:
+            self.step(x.to(self.gpu), y.to(self.gpu))
+
+def make_loader(ds):
+    return DataLoader(ds, batch_size=4)
+
+def main(ds):
+    setup()
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    Trainer(model, make_loader(ds), optimizer).fit()
+"""
+
+
+def test_a_torchrun_trainer_prepares_at_its_ddp_wrap() -> None:
+    analysis = _analyze(TORCHRUN_TRAINER)
+    # the wrap names the model; the loop that hands its batch to a training method, the loader
+    assert analysis.roles.of("self.model").value == "model"
+    assert analysis.roles.of("self.data").value == "dataloader"
+    # prepare() goes where DDP wrapped (after the restore), in place of the parameter `model`
+    assert analysis.training_block.scope.name.value == "__init__"
+    (group,) = analysis.plan.groups
+    assert group.names == ("self.model", "self.optimizer", "self.data")
+    assert _code(analysis, group.after).startswith("self.model = DDP(")
+    # the Accelerator is made in main(), which builds the Trainer, and injected into it
+    assert analysis.setup.block.scope.name.value == "main"
+    assert analysis.accelerator_at(group.after) == "self.accelerator"
+    # the local rank is a device index: moves to it are device moves prepare() makes redundant
+    moved = {_code(analysis, m.call) for m in analysis.device_moves if id(m.call) in analysis.droppable_moves}
+    assert moved == {"model.to(self.gpu)", "x.to(self.gpu)", "y.to(self.gpu)"}
+
+
+def test_a_setup_helper_left_empty_goes_whole_with_its_calls() -> None:
+    analysis = _analyze(TORCHRUN_TRAINER)
+    facts = analysis.patterns.distribution
+    fix = facts.removal(analysis.parent(facts.inits[0]))
+    assert fix is facts.removal(analysis.parent(facts.set_devices[0]))
+    removed = sorted(_code(analysis, e.node).splitlines()[0] for e in fix.edits)
+    assert removed == ["def setup():", "setup()"]
+
+
+def test_a_helper_that_keeps_a_statement_stays() -> None:
+    analysis = _analyze(TORCHRUN_TRAINER.replace('    init_process_group("nccl")\n', '    init_process_group("nccl")\n    print("joined")\n'))
+    facts = analysis.patterns.distribution
+    fix = facts.removal(analysis.parent(facts.inits[0]))
+    assert [_code(analysis, e.node) for e in fix.edits] == ['init_process_group("nccl")']
