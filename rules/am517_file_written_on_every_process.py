@@ -204,9 +204,34 @@ class FileWrittenOnEveryProcess(Rule):
             for item in statement.items:
                 if item.asname is not None and isinstance(item.asname.name, cst.Name):
                     bound.add(item.asname.name.value)
+        loops = [a for a in _ancestors(analysis, statement) if isinstance(a, (cst.For, cst.While))]
         for load in analysis.facts.loads:
-            if load.name in bound and load.scope is scope and id(load.node) not in inside:
-                return load.name
+            if load.name not in bound or load.scope is not scope or id(load.node) in inside:
+                continue
+            if analysis.order(load.node) > analysis.order(statement):
+                if not self._rebound_before(load, statement, inside):
+                    return load.name
+            elif any(loop in _ancestors(analysis, load.node) for loop in loops):
+                return load.name  # read again on the loop's next turn
+        return None
+
+    def _rebound_before(self, load, statement: cst.CSTNode, inside: set[int]) -> bool:
+        """`load` reads a binding made after `statement` that every path to it passes:
+        a `for` target whose loop holds it, or an assignment in a block around it."""
+        analysis = self.analysis
+        around = {id(a) for a in _ancestors(analysis, load.node)}
+        start, at = analysis.order(statement), analysis.order(load.node)
+        for b in analysis.facts.bindings:
+            if b.name != load.name or b.scope is not load.scope or id(b.statement) in inside:
+                continue
+            if not start < analysis.order(b.statement) < at:
+                continue
+            if isinstance(b.statement, (cst.For, cst.With)) and id(b.statement) in around:
+                return True
+            line = analysis.line_of(b.statement) if not isinstance(b.statement, cst.BaseCompoundStatement) else b.statement
+            if line is not None and id(analysis.parent(line)) in around:
+                return True
+        return False
         return None
 
     def _read_back(self, path: cst.BaseExpression, statement: cst.CSTNode) -> bool:
@@ -274,6 +299,13 @@ def _walk(node: cst.CSTNode):
     yield node
     for child in node.children:
         yield from _walk(child)
+
+
+def _ancestors(analysis, node: cst.CSTNode):
+    current = analysis.parent(node)
+    while current is not None:
+        yield current
+        current = analysis.parent(current)
 
 
 def _ids(node: cst.CSTNode) -> set[int]:
