@@ -5,9 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import Role, dotted_name
-from migrator.analysis.saving import per_process_path
+from migrator.analysis.saving import barrier_anchor, per_process_path
 from migrator.cst import adjacent_runs, wrap_statements
-from migrator.edits import Fix, replace
+from migrator.edits import Edit, Fix
 from migrator.rule import Example, FixAvailability, Rule
 
 # qualified writer → (index of its path argument, its keyword)
@@ -27,9 +27,13 @@ class FileWrittenOnEveryProcess(Rule):
     In a script being migrated, puts a file written to the same path by every process
     under `if accelerator.is_main_process:`: a statement that is one call of
     `torchvision.utils.save_image`, `matplotlib.pyplot.savefig`, `numpy.save`/`savez`/
-    `savetxt`, or a whole `with open(path, "w") as f:` block (any writing mode). In the
-    block, calls of the prepared model go through `accelerator.unwrap_model(model)`, so
-    the main process alone runs no DistributedDataParallel collective. (`torch.save` is
+    `savetxt`, a whole `with open(path, "w") as f:` block (any writing mode), or an
+    archive unpacked (`tar.extractall()`, `shutil.unpack_archive`, with the `with`
+    blocks that only download and open it). In the block, calls of the prepared model go
+    through `accelerator.unwrap_model(model)`, so the main process alone runs no
+    DistributedDataParallel collective. When the script reads the files afterwards (an
+    unpacked archive, the same path passed to a later call), `accelerator.wait_for_everyone()`
+    follows, so no process reads them before they are written. (`torch.save` is
     AM510's; a model's `save_pretrained` AM502's.)
 
     ## Why is this bad?
@@ -57,14 +61,15 @@ class FileWrittenOnEveryProcess(Rule):
     collective (a gather, a reduce, a barrier, `backward`, a function of this file that
     runs one), and no name, attribute or variable it binds is read after it. Values it
     writes are still computed on every process before it (the gated statement only
-    writes).
+    writes). The barrier after it is written only where every process reaches the
+    statement (not under an `if` of its own, not in a helper called under one).
 
     ## Known limits
     Left as a finding, with nothing changed: a writer inside a larger expression or a
     statement line with several statements, a `with` that opens more than the file, a
-    block with a collective or with results used later, a file read back later in the
-    script (the others would need to wait for it), and code before the Accelerator
-    exists. A writer in a function this file never calls is not reported: its callers
+    block with a collective or with results used later, a file read back where no place
+    right after the write is reached by every process (a write under an `if`), and code
+    before the Accelerator exists. A writer in a function this file never calls is not reported: its callers
     decide which processes run it. Paths built from the rank, and temporary
     directories, are per-process files and are left alone. Writers this rule does not
     know (`PIL.Image.save`, `DataFrame.to_csv`) are not reported.
@@ -103,16 +108,21 @@ class FileWrittenOnEveryProcess(Rule):
             call, path, statement, shown = found
             if per_process_path(analysis, path) or self._main_only(call):
                 continue
-            why = self._why_not(call, path, statement)
+            why, wait = self._why_not(call, path, statement)
             fields = {"call": shown, "path": _short(path)}
             if why is not None:
                 self.report(call, note=f" (left as written: {why})", **fields)
             else:
-                gated.append((call, statement, fields))
+                gated.append((call, statement, fields, wait))
         for group in adjacent_runs(gated, analysis.parent):
             accelerator = analysis.accelerator_at(group[0][1])
-            fix = Fix(tuple(replace(n, r) for n, r in wrap_statements([s for _, s, _ in group], self._wrapper(accelerator))))  # type: ignore[arg-type]
-            for call, _, fields in group:
+            pairs = wrap_statements([entry[1] for entry in group], self._wrapper(accelerator))
+            edits = [Edit(node, replacement=new) for node, new in pairs]  # type: ignore[arg-type]
+            if any(entry[3] for entry in group):  # the files are read next: the others wait for them
+                barrier = cst.parse_statement(f"{accelerator}.wait_for_everyone()\n")
+                edits[-1] = Edit(edits[-1].node, replacement=edits[-1].replacement, after=(barrier,))
+            fix = Fix(tuple(edits))
+            for call, _, fields, _ in group:
                 self.report(call, edits=fix, note="", **fields)
 
     def _write(self, fact):
@@ -125,6 +135,11 @@ class FileWrittenOnEveryProcess(Rule):
             if path is None:
                 return None
             return call, path, self._own_line(call), f"{dotted_name(call.func) or qualified}()"
+        unpack = qualified == "shutil.unpack_archive"
+        if unpack or (isinstance(call.func, cst.Attribute) and call.func.attr.value == "extractall"):
+            path = _argument(call, 1, "extract_dir") if unpack else _argument(call, 0, "path")
+            line = self._own_line(call)
+            return call, path or cst.SimpleString('"."'), self._lifted(line) if line is not None else None, f"{dotted_name(call.func) or 'extractall'}()"
         if qualified in _OPENERS or (dotted_name(call.func) == "open" and "open" not in self.analysis.imports.aliases):
             path, mode = _argument(call, 0, "file"), _argument(call, 1, "mode")
             if path is None or not _writes(mode):
@@ -145,6 +160,19 @@ class FileWrittenOnEveryProcess(Rule):
             return line
         return None
 
+    def _lifted(self, line: cst.BaseStatement) -> cst.BaseStatement:
+        """An unpacking line together with the `with` blocks that only hold it (`with
+        requests.get(url) as r: with tarfile.open(fileobj=r.raw) as t: t.extractall()`):
+        the download is the main process's alone too."""
+        analysis = self.analysis
+        statement = line
+        while True:
+            block = analysis.parent(statement)
+            owner = analysis.parent(block) if isinstance(block, cst.IndentedBlock) else None
+            if not isinstance(owner, cst.With) or len(block.body) != 1 or self._collective_in(owner) is not None:  # type: ignore[union-attr]
+                return statement
+            statement = owner
+
     def _main_only(self, call: cst.Call) -> bool:
         """Only the main process runs it, or a function this file never calls (its
         callers decide)."""
@@ -155,24 +183,30 @@ class FileWrittenOnEveryProcess(Rule):
         function = branches.function_of(call)
         return function is not None and (not branches.callers(function) or branches.runs_only_on_main(call))
 
-    def _why_not(self, call: cst.Call, path: cst.BaseExpression, statement: cst.CSTNode | None) -> str | None:
-        """Why the write cannot be gated, or None when it can."""
+    def _why_not(self, call: cst.Call, path: cst.BaseExpression, statement: cst.CSTNode | None) -> tuple[str | None, bool]:
+        """Why the write cannot be gated (None when it can), and whether the other
+        processes must wait for it after the gate (an archive unpacked, a file read back)."""
         analysis = self.analysis
         if statement is None:
             if dotted_name(call.func) == "open" or (self.analysis.imports.qualify(call.func) or "") in _OPENERS:
-                return "the file is opened outside a `with open(...)` block of its own"
-            return "the write is part of a larger statement"
+                return "the file is opened outside a `with open(...)` block of its own", False
+            return "the write is part of a larger statement", False
         if analysis.accelerator_at(statement) is None:
-            return "the Accelerator cannot be reached here"
+            return "the Accelerator cannot be reached here", False
         collective = self._collective_in(statement)
         if collective is not None:
-            return f"it also runs `{collective}`, which every process must reach"
+            return f"it also runs `{collective}`, which every process must reach", False
         used = self._bound_and_used_later(statement)
         if used is not None:
-            return f"`{used}`, set here, is used after it by every process"
-        if self._read_back(path, statement):
-            return "the file is read back later, so the other processes would have to wait for it"
-        return None
+            return f"`{used}`, set here, is used after it by every process", False
+        unpacks = isinstance(call.func, cst.Attribute) and call.func.attr.value == "extractall" or (
+            (analysis.imports.qualify(call.func) or "") == "shutil.unpack_archive"
+        )
+        if unpacks or self._read_back(path, statement):
+            if barrier_anchor(analysis, call) is not statement:
+                return "the files are read afterwards, and no place after it is reached by every process to wait for them", False
+            return None, True
+        return None, False
 
     def _collective_in(self, statement: cst.CSTNode) -> str | None:
         branches = self.analysis.branches
