@@ -256,13 +256,32 @@ def migrate_verified(
     from migrator.verify import verify as verify_migration  # pyflakes loads only when needed
 
     problems = verify_migration(source, outcome.code)
-    if not any(p.blocking for p in problems):
+    hangs = any(f.code == "AM915" for f in outcome.findings)
+    if not hangs and not any(p.blocking for p in problems):
         notes = tuple(_refusal(path, p) for p in problems)  # at the original's lines, like fixed findings
         return replace(outcome, findings=outcome.findings + notes) if notes else outcome
     lint = migrate_module(module, path, replace(config, fix=False), rules, source=source)
     kept = tuple(replace(f, fixable=False, unsafe_fix=False) for f in lint.findings)
-    refusals = tuple(_refusal(path, p) for p in problems if p.blocking)
+    refusals = tuple(_refusal(path, p) for p in [*problems, *_uneven_steps(lint)] if p.blocking)
     return EngineOutcome(module, kept + refusals, code=source)
+
+
+def _uneven_steps(lint: EngineOutcome) -> list:
+    """A migration whose backward would run a number of times each process decides (AM915)
+    hangs on N processes, so it is not written: one AM956 reason per loop AM915 names in
+    the original."""
+    from migrator.verify.pair import Problem
+
+    return [
+        Problem(
+            "AM956", f.start.line, f.start.col,
+            "left as written: the backward pass would run a number of times each process decides for "
+            "itself, so on N processes the gradient all-reduce would hang (AM915 shows the loop); make "
+            "the step count the same on every process, then migrate",
+        )
+        for f in lint.findings
+        if f.code == "AM915"
+    ]
 
 
 def _not_silent(outcome: EngineOutcome, path: str, source: str) -> EngineOutcome:
