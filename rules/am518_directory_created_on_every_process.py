@@ -15,7 +15,8 @@ _TOLERATED = {"OSError", "FileExistsError", "Exception", "IOError"}
 class DirectoryCreatedOnEveryProcess(Rule):
     """## What it does
     In a script being migrated, adds `exist_ok=True` to `os.makedirs(path)` under
-    `if not os.path.exists(path):` (or `os.path.isdir`), and reports an `os.makedirs`
+    `if not os.path.exists(path):` (or `os.path.isdir`, also as one of the terms of an
+    `and`), and reports an `os.makedirs`
     or `os.mkdir` that would fail when the directory exists.
 
     ## Why is this bad?
@@ -88,6 +89,15 @@ class DirectoryCreatedOnEveryProcess(Rule):
                 fix = "pass `exist_ok=True`" if qualified == "os.makedirs" else "use `os.makedirs(..., exist_ok=True)`"
                 self.report(call, note=f" (left as written: {fix} if an existing directory is fine)", **fields)
 
+    def _missing(self, test: cst.BaseExpression, path: str) -> bool:
+        """`not os.path.exists(path)` (or isdir), parentheses or not."""
+        if not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)):
+            return False
+        inner = test.expression
+        if not (isinstance(inner, cst.Call) and (self.analysis.imports.qualify(inner.func) or "") in _CHECKS and inner.args):
+            return False
+        return cst.Module([]).code_for_node(inner.args[0].value).strip() == path
+
     def _skipped(self, call: cst.Call) -> bool:
         """Only the main process runs it, a function this file never calls, or a `try`
         that catches the error."""
@@ -113,14 +123,16 @@ class DirectoryCreatedOnEveryProcess(Rule):
             if isinstance(current, cst.If):
                 if child is not current.body:
                     return False
-                test = current.test
-                if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-                    inner = test.expression
-                    if isinstance(inner, cst.Call) and (analysis.imports.qualify(inner.func) or "") in _CHECKS and inner.args:
-                        return cst.Module([]).code_for_node(inner.args[0].value).strip() == path
-                return False
+                return any(self._missing(test, path) for test in _conjuncts(current.test))
             child, current = current, analysis.parent(current)
         return False
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """`a and b and c` → [a, b, c]: each must hold for the body to run."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _conjuncts(test.left) + _conjuncts(test.right)
+    return [test]
 
 
 def _catches(handler: cst.ExceptHandler) -> bool:
