@@ -56,7 +56,9 @@ class PerProcessSumOverDataset(Rule):
     would become N times too large), a sum whose type cannot be told (a number or a
     tensor, a tensor moved to the CPU, which NCCL cannot reduce), an attribute
     (`self.loss_sum`), and a loop with a `return` inside. The float64 tensor is not
-    available on Apple's MPS devices (Accelerate target).
+    available on Apple's MPS devices (Accelerate target). When the data set does not
+    divide evenly, the prepared loader repeats a few samples in the last batch to even
+    out the processes, and the sum counts them (as AM513's reduced losses do).
 
     ## See also
     - AM513 (ungathered-metrics): the same question in evaluation loops, where the
