@@ -15,7 +15,9 @@ class RankPlumbing(Rule):
     `int(os.environ["RANK"])` and `dist.get_rank()` → `accelerator.process_index`,
     `int(os.environ["WORLD_SIZE"])` and `dist.get_world_size()` →
     `accelerator.num_processes`. A variable holding one of them that nothing reads any
-    more (its uses were `set_device`, DDP's `device_ids`, rank tests) goes.
+    more (its uses were `set_device`, DDP's `device_ids`, rank tests) goes. The device
+    spelled from the local rank for `torch.load(..., map_location=f"cuda:{local_rank}")`
+    becomes `accelerator.device`.
 
     ## Why is this bad?
     The environment variables exist only under a launcher and `dist.get_rank()` needs a
@@ -84,3 +86,11 @@ class RankPlumbing(Rule):
                 continue
             new = cst.parse_expression(f"{accelerator}.{read.prop}")
             self.report(read.node, edits=[replace(read.node, new)], remove_imports=facts.import_cleanup, **fields)
+        for string in facts.device_strings:
+            fields = {"read": cst.Module([]).code_for_node(string), "advice": "use `accelerator.device`"}
+            accelerator = analysis.accelerator_at(string)
+            if accelerator is None:
+                fields["advice"] += " (left as written: the Accelerator cannot be reached from here)"
+                self.report(string, **fields)
+                continue
+            self.report(string, edits=[replace(string, cst.parse_expression(f"{accelerator}.device"))], **fields)

@@ -134,6 +134,9 @@ class DistributionFacts:
     barriers: tuple[cst.Call, ...] = ()
     all_reduces: tuple[AllReduce, ...] = ()
     plumbing: tuple[Plumbing, ...] = ()
+    # `f"cuda:{local_rank}"` given to torch.load's map_location (directly or through a name
+    # read only there): this process's device, spelled by hand
+    device_strings: tuple[cst.FormattedString, ...] = ()
     rank_tests: tuple[RankTest, ...] = ()
     spawns: tuple[cst.Call, ...] = ()
     raw_calls: tuple[cst.Call, ...] = ()  # other torch.distributed calls nobody rewrites
@@ -650,6 +653,45 @@ def local_rank_names(facts: Facts) -> set[str]:
     return out
 
 
+def _rank_device_strings(facts: Facts, parent: Parent) -> list[cst.FormattedString]:
+    """`f"cuda:{self.gpu_id}"` (a local-rank name) that only ever reaches `map_location=`:
+    the Accelerator's device is that device under a launcher, and the CPU where there is
+    no GPU (where the string would fail to load)."""
+    ranks = local_rank_names(facts)
+    out = []
+    for node in facts.by_type.get("FormattedString", ()):
+        parts = node.parts  # type: ignore[attr-defined]
+        if len(parts) != 2 or not isinstance(parts[0], cst.FormattedStringText) or parts[0].value != "cuda:":
+            continue
+        if not isinstance(parts[1], cst.FormattedStringExpression) or dotted_name(parts[1].expression) not in ranks:
+            continue
+        if parts[1].format_spec is not None or parts[1].conversion is not None:
+            continue
+        if _map_location(node, parent) or _read_only_as_map_location(facts, node, parent):
+            out.append(node)  # type: ignore[arg-type]
+    return out
+
+
+def _map_location(node: cst.CSTNode, parent: Parent) -> bool:
+    arg = parent(node)
+    return isinstance(arg, cst.Arg) and arg.keyword is not None and arg.keyword.value == "map_location"
+
+
+def _read_only_as_map_location(facts: Facts, node: cst.CSTNode, parent: Parent) -> bool:
+    """`loc = f"cuda:{...}"` whose every read in its function is `map_location=loc`."""
+    small = parent(node)
+    if not (isinstance(small, cst.Assign) and small.value is node and len(small.targets) == 1):
+        return False
+    target = small.targets[0].target
+    if not isinstance(target, cst.Name):
+        return False
+    binding = next((b for b in facts.bindings if b.target is target), None)
+    if binding is None or sum(b.name == target.value and b.scope is binding.scope for b in facts.bindings) != 1:
+        return False
+    loads = [load for load in facts.loads if load.name == target.value and load.scope is binding.scope]
+    return bool(loads) and all(_map_location(load.node, parent) for load in loads)
+
+
 def distribution_facts(
     module: cst.Module, facts: Facts, roles: RoleTable, parent: Parent, rank_audience, vanishing: frozenset[int] = frozenset()
 ) -> DistributionFacts:
@@ -671,6 +713,8 @@ def distribution_facts(
             b.boilerplate.append(statement)
     rank_tests = b.rank_tests()
     b.vanishing |= {id(t.node) for t in rank_tests} | {id(w.call) for w in wraps} | {id(s) for s in b.boilerplate}
+    device_strings = _rank_device_strings(facts, parent)
+    b.vanishing |= {id(d) for d in device_strings}
     plumbing = b.plumbing()
     cleanup = tuple(
         change
@@ -699,6 +743,7 @@ def distribution_facts(
         barriers=tuple(b.calls(BARRIERS)),
         all_reduces=tuple(b.all_reduces()),
         plumbing=tuple(plumbing),
+        device_strings=tuple(device_strings),
         rank_tests=tuple(rank_tests),
         spawns=tuple(b.calls(SPAWNS)),
         raw_calls=tuple(raw),

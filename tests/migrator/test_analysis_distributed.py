@@ -209,3 +209,24 @@ def test_a_helper_that_keeps_a_statement_stays() -> None:
     facts = analysis.patterns.distribution
     fix = facts.removal(analysis.parent(facts.inits[0]))
     assert [_code(analysis, e.node) for e in fix.edits] == ['init_process_group("nccl")']
+
+
+def test_a_device_spelled_from_the_local_rank_for_map_location() -> None:
+    analysis = _analyze(
+        """
+        import os
+        import torch
+
+        gpu = int(os.environ["LOCAL_RANK"])
+        loc = f"cuda:{gpu}"
+        state = torch.load("a.pt", map_location=loc)
+        other = torch.load("b.pt", map_location=f"cuda:{gpu}")
+        shown = f"cuda:{gpu}"
+        print(shown)
+        """
+    )
+    strings = analysis.patterns.distribution.device_strings
+    assert [analysis.line_of(s) is not None and _code(analysis, analysis.statement_of(s)) for s in strings] == [
+        'loc = f"cuda:{gpu}"',
+        'other = torch.load("b.pt", map_location=f"cuda:{gpu}")',
+    ]  # `shown` is printed: a string it stays
