@@ -120,6 +120,7 @@ def migrate_paths(
     if on_total is not None:
         on_total(len(planned))
     items = [_look_up(item, store, write=write and not output) if isinstance(item, _File) else item for item in planned]
+    _as_one_program([item for item in items if isinstance(item, _File)], store)
     tasks = [item.task for item in items if isinstance(item, _File) and item.task is not None]
     if jobs > 1 and len(tasks) > 1:
         _load_engine()  # before the workers fork, so each starts with it loaded
@@ -136,6 +137,64 @@ def migrate_paths(
             data = result.after.encode(result.encoding)  # what was written: next run's input
             store.put(store.key(result.path, data, item.config), data, again)
         yield result
+
+
+def _as_one_program(items: list[_File], store: Cache | None) -> None:
+    """Files of the run that hand their set-up to a training function of another file
+    of the run are migrated together (project.py); their results are settled here, in
+    this process and in order, so `-j N` gives what `-j 1` gives. The others are untouched."""
+    readable = [i for i in items if i.source is not None and not notebook.is_notebook(i.path)]
+    if len(readable) < 2:
+        return
+    from migrator import project
+
+    by_path = {i.path: i for i in readable}
+    files = project.index({i.path: i.source.data for i in readable})
+    if not project.candidates(files):
+        return
+    target = "accelerate" if readable[0].config.target.value == "accelerate" else "runtime"
+
+    def migrate(path: str, calls: tuple[str, ...], stub: str) -> FileResult:
+        item = by_path[path]
+        config = replace(item.config, project_calls=calls, project_callers=stub)
+        return _cached(store, item, config, lambda: _migrate_in_project(item, config, stub))
+
+    outcome, results = project.decide(files, migrate, target)
+    for path, result in results.items():
+        item = by_path[path]
+        item.result, item.task = result, None
+
+
+def _cached(store: Cache | None, item: _File, config: Config, compute: Callable[[], FileResult]) -> FileResult:
+    if store is None:
+        return compute()
+    key = store.key(item.path, item.source.data, config)
+    result = store.get(key, item.path, item.source.data)
+    if result is None:
+        result = compute()
+        store.put(key, item.source.data, result)
+    return result
+
+
+def _migrate_in_project(item: _File, config: Config, stub: str) -> FileResult:
+    from migrator import project
+
+    if not stub:
+        return _migrate(item.path, item.source.data, config)
+    import io
+    import tokenize
+
+    data = item.source.data
+    try:
+        encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+        text = data.decode(encoding)
+    except (SyntaxError, LookupError, UnicodeDecodeError):
+        return _migrate(item.path, data, replace(config, project_callers=""))
+    result = migrate_source(project.with_stub(text, stub), item.path, config)
+    cut = project.without_stub(result, text)
+    if cut is None or cut.status is FileStatus.FAILED:
+        return FileResult(item.path, FileStatus.FAILED, text, error=result.error)
+    return replace(cut, encoding=encoding if encoding != "utf-8-sig" else "utf-8-sig")
 
 
 @dataclass(frozen=True)

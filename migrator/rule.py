@@ -45,6 +45,9 @@ class Example:
     # For the verifier's codes: a migration of `before` that the verifier refuses (checked
     # against the verifier alone, so the example stays true as the rules improve).
     refused: str | None = None
+    # For a rule that acts in a run of several files: the calls that run threads the
+    # Accelerator into (Config.project_calls, set by migrator/project.py).
+    project_calls: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ import re
 import libcst as cst
 
 from migrator.analysis import Role
-from migrator.rule import Example, Rule
+from migrator.edits import replace
+from migrator.rule import Example, FixAvailability, Rule
 
 # Roots of imports that are libraries, not the project's own modules.
 _LIBRARIES = frozenset({
@@ -17,6 +18,15 @@ _LIBRARIES = frozenset({
     "math", "random", "time", "json", "logging", "functools", "itertools", "copy", "diffusers",
 })
 _TRAINING_WORDS = re.compile(r"train|eval|fit|test|valid|epoch|step|loop|run|infer|predict", re.IGNORECASE)
+_ADVICE = (
+    "its backward, metrics and prints need the Accelerator too; migrate `{module}` as well "
+    "(its own findings say what it needs)"
+)
+_PASSED = "the Accelerator is passed in, and `{module}` is migrated with it in this run"
+_UNREACHED = (
+    "no Accelerator reaches this call, so it cannot be passed in; `{module}` is left as written "
+    "(its own findings say what it needs)"
+)
 _ROLES = {Role.MODEL: "model", Role.OPTIMIZER: "optimizer", Role.DATALOADER: "loader", Role.SCHEDULER: "scheduler"}
 
 
@@ -47,6 +57,15 @@ class TrainingInAnotherModule(Rule):
     engine.train_fn(loader, model, optimizer, device, accelerator=accelerator)
     ```
 
+    ## In a run of several files
+    When `engine.py` is migrated in the same run (`accel-migrate train.py engine.py`,
+    or the folder), its training and evaluation functions get a keyword-only
+    `accelerator` parameter, and this rule passes `accelerator=accelerator` at each call
+    (the second example). Whole or nothing: if any call of such a function in the run has
+    no Accelerator to pass, the function is used as a value, or the engine's migration
+    does not take the parameter, both files are left as they are alone, with this
+    finding and AM913's (migrator/project.py).
+
     ## Known limits
     A module counts as the project's own when its import root is not a known library;
     only functions whose names say they train or evaluate are reported.
@@ -54,10 +73,9 @@ class TrainingInAnotherModule(Rule):
 
     code = "AM914"
     name = "training-in-another-module"
-    message = (
-        "`{call}` from module `{module}` receives the {what}: its backward, metrics and prints "
-        "need the Accelerator too; migrate `{module}` as well (its own findings say what it needs)"
-    )
+    message = "`{call}` from module `{module}` receives the {what}: {advice}"
+    fix_title = "Pass the Accelerator in (`accelerator=accelerator`), migrating the other module in the same run"
+    fix = FixAvailability.SOMETIMES
     examples = (
         Example(
             before=(
@@ -67,24 +85,80 @@ class TrainingInAnotherModule(Rule):
             ),
             at=("6:1",),
         ),
+        Example(
+            before=(
+                "import torch\nimport engine\n\n\ndef main():\n"
+                "    model = torch.nn.Linear(2, 2)\n"
+                "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "    engine.train_fn(model, optimizer)\n"
+            ),
+            after=(
+                "import torch\nimport engine\nfrom runtime import Accelerator\n\n\ndef main():\n"
+                "    accelerator = Accelerator()\n"
+                "    model = torch.nn.Linear(2, 2)\n"
+                "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "    model, optimizer = accelerator.prepare(model, optimizer)\n"
+                "    engine.train_fn(model, optimizer, accelerator=accelerator)\n"
+            ),
+            at=("8:5",),
+            project_calls=("engine.train_fn",),
+        ),
     )
 
     def visit_Module(self, node: cst.Module) -> None:
+        if self.ctx.config.project_calls:
+            self._pass_accelerator(set(self.ctx.config.project_calls))
         analysis = self.analysis
-        seen: set[str] = set()
+        seen: set[str] = set(self.ctx.config.project_calls)
         for c in analysis.facts.calls:
             qualified = c.qualified or ""
             module, _, function = qualified.rpartition(".")
             if not module or module.split(".")[0] in _LIBRARIES or not _TRAINING_WORDS.search(function):
                 continue
-            if c.func in analysis.facts.functions or qualified in seen:
+            if c.func in analysis.facts.functions or qualified in seen or c.func in seen:
                 continue
-            given = [_ROLES[r] for r in (_role(analysis, a.value) for a in c.node.args) if r in _ROLES]
-            if not given:
+            if any(a.keyword is not None and a.keyword.value == "accelerator" for a in c.node.args):
+                continue  # passed in already (a migrated caller)
+            what = _given(analysis, c.node)
+            if not what:
                 continue
             seen.add(qualified)
-            what = ", ".join(dict.fromkeys(given))
-            self.report(c.node, call=c.func or function, module=module, what=what)
+            self.report(c.node, call=c.func or function, module=module, what=what, advice=_ADVICE.format(module=module))
+
+    def _pass_accelerator(self, spellings: set[str]) -> None:
+        """In a run of several files (migrator/project.py): every call of a function the
+        other file's migration threads passes `accelerator=...`; where no Accelerator
+        reaches the call it is reported, and the run leaves both files as they are alone."""
+        analysis = self.analysis
+        for c in analysis.facts.calls:
+            if c.func not in spellings:
+                continue
+            if any(a.keyword is not None and a.keyword.value == "accelerator" for a in c.node.args):
+                continue
+            module = c.func.rpartition(".")[0] or (c.qualified or "").rpartition(".")[0] or "another file"
+            what = _given(analysis, c.node) or "arguments"
+            reach = analysis.accelerator_at(c.node)
+            if reach is None:
+                self.report(c.node, call=c.func, module=module, what=what, advice=_UNREACHED.format(module=module))
+                continue
+            edit = replace(c.node, _with_keyword(c.node, reach))
+            self.report(c.node, edits=[edit], call=c.func, module=module, what=what, advice=_PASSED.format(module=module))
+
+
+def _given(analysis, call: cst.Call) -> str:
+    given = [_ROLES[r] for r in (_role(analysis, a.value) for a in call.args) if r in _ROLES]
+    return ", ".join(dict.fromkeys(given))
+
+
+def _with_keyword(call: cst.Call, value: str) -> cst.Call:
+    arg = cst.Arg(
+        cst.parse_expression(value), keyword=cst.Name("accelerator"),
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
+    args = list(call.args)
+    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return call.with_changes(args=[*args, arg])
 
 
 def _role(analysis, expr: cst.BaseExpression) -> Role | None:

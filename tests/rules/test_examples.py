@@ -3,6 +3,8 @@ declared fix availability checked against behaviour (the Ruff harness)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from migrator.api import migrate_source
@@ -21,15 +23,16 @@ def test_example(rule, index, example) -> None:
     if rule.reported_by_verifier:
         _check_refusal(rule, example)
         return
-    lint = migrate_source(example.before, example.path, Config(fix=False))
+    base = Config(project_calls=example.project_calls)
+    lint = migrate_source(example.before, example.path, replace(base, fix=False))
     places = sorted(str(f.start) for f in lint.findings if f.code == rule.code)
     assert places, f"{rule.code}: the example gives no finding of this rule"
     if example.at:
         assert places == sorted(example.at)
-    fixed = migrate_source(example.before, example.path, Config())
+    fixed = migrate_source(example.before, example.path, base)
     if example.after is not None:
         assert fixed.after == example.after
-        again = migrate_source(fixed.after, example.path, Config(fix=False))
+        again = migrate_source(fixed.after, example.path, replace(base, fix=False))
         assert not [f for f in again.findings if f.code == rule.code]
     else:
         assert not [f for f in fixed.findings if f.code == rule.code and f.fixed]
@@ -57,7 +60,7 @@ def test_declared_fix_matches_behaviour(rule) -> None:
     for example in rule.examples:
         if example.refused is not None:
             continue  # the verifier alone: it offers no fix
-        config = Config() if rule.reported_by_verifier else Config(fix=False)
+        config = Config(project_calls=example.project_calls, fix=rule.reported_by_verifier)
         result = migrate_source(example.before, example.path, config)
         fixable += [f.fixable for f in result.findings if f.code == rule.code]
     if rule.fix is FixAvailability.ALWAYS:

@@ -1,0 +1,442 @@
+"""Several files of one run migrated as one program (issue 13, first step).
+
+A set-up file (`train.py`) prepares the model, optimizer and loaders and hands them to a
+function of another file of the run (`engine.train_fn(loader, model, optimizer, device,
+scheduler)`), whose body holds the backward, the clipping and the metrics. Alone, the
+set-up is prepared and the engine is left as written with AM913/AM914 findings. Here the
+two are migrated together, whole or not at all:
+
+- `index()` reads every file of the run once with `ast` (cheap, no LibCST): the imports
+  that reach another file of the run (`import engine`, `import engine as e`,
+  `from engine import train_fn as tf`, `from . import engine`, packages) and the calls they
+  make, and each file's top-level functions.
+- A function is *threaded* (it gets a keyword-only `accelerator` parameter) when it
+  trains or evaluates (a `.backward(`, or a loop in it), is called from another file of
+  the run, is never used there as a value, and can take the keyword (no `**kwargs`, no
+  `accelerator` parameter yet, defined once).
+- The callers are migrated with `Config.project_calls` naming the call spellings that
+  pass `accelerator=...` (AM914 writes it where an Accelerator reaches the call, and
+  reports it where none does).
+- The engine file is migrated with the rules of a single script, with its callers written
+  as a stub appended below the module (`Config.project_callers`): a function that makes
+  the Accelerator, prepares the parameters the real callers pass prepared, and calls the
+  threaded functions. The rules then see exactly what they see when caller and engine
+  share a file (AM002 threads the parameter, the loader is known to be prepared, the
+  verifier checks the result); the stub is cut off again before anything is shown or
+  written, and findings on its lines are dropped. Appended below, it moves no line of the
+  real code.
+- Whole or nothing: a call site that ends up without `accelerator=`, a function the engine
+  migration did not thread, a parameter prepared at one call and not at another, or a
+  result that failed or was refused drops the function, and the run is redone without it
+  until nothing is dropped. A file with nothing threaded is migrated as it is alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+from migrator.findings import FileResult, FileStatus
+
+STUB = "_accel_migrate_callers"
+SEPARATOR = "\n\n\n# accel-migrate: the callers in other files of this run (removed after migration)\n"
+ACCELERATOR = "accelerator"
+_ROUNDS = 4
+
+
+@dataclass
+class Function:
+    """A top-level function of a file: its parameters and whether it can be threaded."""
+
+    name: str
+    params: tuple[str, ...]  # positional-or-keyword, in order
+    kwonly: tuple[str, ...]
+    threadable: bool
+
+
+@dataclass
+class Call:
+    """A call in one file to a function of another file of the run."""
+
+    spelling: str  # the callee as written: `engine.train_fn`, `tf`
+    target: tuple[str, str]  # (path of the defining file, function name)
+    args: tuple[str | None, ...]  # positional arguments as names (None for other expressions)
+    keywords: tuple[tuple[str, str | None], ...]
+    has_star: bool
+
+
+@dataclass
+class FileIndex:
+    path: str
+    functions: dict[str, Function] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
+    values: set[tuple[str, str]] = field(default_factory=set)  # run functions used as values here
+    local_uses: set[str] = field(default_factory=set)  # names of own functions read in this file
+
+
+def index(sources: dict[str, str]) -> dict[str, FileIndex]:
+    """The index of every file of the run that parses (`sources`: path → text)."""
+    trees = {}
+    for path, text in sources.items():
+        try:
+            trees[path] = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+    run = {os.path.abspath(p): p for p in trees}
+    root = os.path.commonpath([os.path.dirname(a) for a in run]) if run else ""
+    out = {}
+    for path, tree in trees.items():
+        out[path] = _index_file(path, tree, run, root)
+    for path, tree in trees.items():
+        out[path].functions = _functions(tree)
+    return out
+
+
+def _functions(tree: ast.Module) -> dict[str, Function]:
+    seen: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            seen[node.name] = seen.get(node.name, 0) + 1
+    out = {}
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        a = node.args
+        params = tuple(p.arg for p in [*a.posonlyargs, *a.args])
+        kwonly = tuple(p.arg for p in a.kwonlyargs)
+        ok = (
+            seen.get(node.name) == 1 and a.kwarg is None and not node.decorator_list
+            and ACCELERATOR not in params + kwonly and not a.posonlyargs and _trains(node)
+        )
+        out[node.name] = Function(node.name, params, kwonly, ok)
+    return out
+
+
+def _trains(function: ast.FunctionDef) -> bool:
+    """A backward call or a loop: the facts that make AM913 speak (the engine migration
+    decides the rest; a function it leaves alone is dropped)."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward":
+            return True
+        if isinstance(node, ast.For):
+            return True
+    return False
+
+
+def _resolve(module: str, level: int, path: str, run: dict[str, str], root: str) -> str | None:
+    """The run's file that `import module` (or a relative import of `level`) in `path` names."""
+    here = os.path.dirname(os.path.abspath(path))
+    parts = module.split(".") if module else []
+    if level:
+        base = here
+        for _ in range(level - 1):
+            base = os.path.dirname(base)
+        bases = [base]
+    else:
+        bases = [here]
+        while bases[-1] != root and len(bases[-1]) > len(root):
+            bases.append(os.path.dirname(bases[-1]))
+    for base in bases:
+        stem = os.path.join(base, *parts)
+        for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+            if candidate in run:
+                return run[candidate]
+    return None
+
+
+def _index_file(path: str, tree: ast.Module, run: dict[str, str], root: str) -> FileIndex:
+    result = FileIndex(path)
+    modules: dict[str, str] = {}  # local name → file (a module of the run)
+    functions: dict[str, tuple[str, str]] = {}  # local name → (file, function)
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = _resolve(alias.name, 0, path, run, root)
+                if target is not None and (alias.asname or "." not in alias.name):
+                    modules[alias.asname or alias.name] = target
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                local = alias.asname or alias.name
+                sub = f"{node.module}.{alias.name}" if node.module else alias.name
+                as_module = _resolve(sub, node.level, path, run, root)
+                if as_module is not None:
+                    modules[local] = as_module
+                    continue
+                owner = _resolve(node.module or "", node.level, path, run, root)
+                if owner is not None and owner != path:
+                    functions[local] = (owner, alias.name)
+    bound = _bound_elsewhere(tree)
+    modules = {k: v for k, v in modules.items() if k not in bound and v != path}
+    functions = {k: v for k, v in functions.items() if k not in bound}
+    called: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            target, spelling = _target(node.func, modules, functions)
+            if target is not None:
+                called.add(id(node.func))
+                result.calls.append(Call(
+                    spelling, target,
+                    tuple(a.id if isinstance(a, ast.Name) else None for a in node.args if not isinstance(a, ast.Starred)),
+                    tuple((k.arg, k.value.id if isinstance(k.value, ast.Name) else None) for k in node.keywords if k.arg),
+                    any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords),
+                ))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in called:
+            target, _ = _target(node, modules, functions)
+            if target is not None:
+                result.values.add(target)
+        if isinstance(node, ast.Name) and id(node) not in called:
+            result.local_uses.add(node.id)
+    return result
+
+
+def _target(func: ast.AST, modules: dict[str, str], functions: dict[str, tuple[str, str]]):
+    if isinstance(func, ast.Name) and func.id in functions:
+        return functions[func.id], func.id
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in modules:
+        return (modules[func.value.id], func.attr), f"{func.value.id}.{func.attr}"
+    return None, None
+
+
+def _bound_elsewhere(tree: ast.Module) -> set[str]:
+    """Names bound by anything but a module-level import: such a name may not be the module."""
+    top_imports = {id(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))}
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top_imports:
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+    return names
+
+
+def candidates(files: dict[str, FileIndex]) -> set[tuple[str, str]]:
+    """Functions that may be threaded: called from another file of the run, threadable,
+    never used as a value in the run, and not in a file that itself calls a threaded one."""
+    used_as_value = set().union(*(f.values for f in files.values())) if files else set()
+    out = set()
+    for f in files.values():
+        for call in f.calls:
+            owner = files.get(call.target[0])
+            function = owner.functions.get(call.target[1]) if owner else None
+            if function is None or not function.threadable or call.target in used_as_value or call.has_star:
+                continue
+            if call.target[1] in owner.local_uses:
+                continue  # the engine calls or passes it itself: AM002's single-file case, not this one
+            if any(k == ACCELERATOR for k, _ in call.keywords):
+                continue
+            out.add(call.target)
+    callers = {f.path for f in files.values() for c in f.calls if c.target in out}
+    return {t for t in out if t[0] not in callers}
+
+
+Migrate = Callable[[str, str], FileResult]  # (path, project context kind) → result
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the run decided: the functions threaded, and each file's context."""
+
+    threaded: frozenset[tuple[str, str]]
+    calls: dict[str, tuple[str, ...]]  # caller path → spellings that pass the Accelerator
+    stubs: dict[str, str]  # engine path → its callers' stub
+
+
+def decide(
+    files: dict[str, FileIndex],
+    migrate: Callable[[str, tuple[str, ...], str], FileResult],
+    target_import: str,
+) -> tuple[Outcome, dict[str, FileResult]]:
+    """Run the callers and engines with the threaded set until nothing is dropped.
+    `migrate(path, calls, stub)` migrates one file with that context (stub already cut off).
+    Returns the outcome and the results of the files that had a context."""
+    threaded = candidates(files)
+    for _ in range(_ROUNDS):
+        if not threaded:
+            return Outcome(frozenset(), {}, {}), {}
+        results: dict[str, FileResult] = {}
+        dropped: set[tuple[str, str]] = set()
+        calls = _calls_by_file(files, threaded)
+        prepared: dict[tuple[str, str], list[dict[str, str]]] = {}
+        for path, spellings in calls.items():
+            result = migrate(path, spellings, "")
+            results[path] = result
+            dropped |= _check_caller(files[path], threaded, result, prepared)
+        threaded -= dropped
+        if dropped:
+            continue
+        stubs = {}
+        for engine in sorted({t[0] for t in threaded}):
+            mine = sorted(t for t in threaded if t[0] == engine)
+            stub = _stub(files, mine, prepared, target_import)
+            if stub is None:
+                dropped |= set(mine)
+                continue
+            stubs[engine] = stub
+            result = migrate(engine, (), stub)
+            results[engine] = result
+            dropped |= _check_engine(mine, result)
+        threaded -= dropped
+        if not dropped:
+            return Outcome(frozenset(threaded), calls, stubs), results
+    return Outcome(frozenset(), {}, {}), {}
+
+
+def _calls_by_file(files: dict[str, FileIndex], threaded: set[tuple[str, str]]) -> dict[str, tuple[str, ...]]:
+    out = {}
+    for path, f in files.items():
+        spellings = sorted({c.spelling for c in f.calls if c.target in threaded})
+        if spellings:
+            out[path] = tuple(spellings)
+    return out
+
+
+def _check_caller(f: FileIndex, threaded, result: FileResult, prepared) -> set[tuple[str, str]]:
+    """The threaded functions this caller does not pass the Accelerator to at every call
+    (all of them when the result failed or was not migrated). Fills `prepared` with what
+    each call passes: parameter → "prepared" / "device" / "other"."""
+    mine = {c.target for c in f.calls if c.target in threaded}
+    if result.status is not FileStatus.CHANGED or result.after is None or any(x.code.startswith("AM95") for x in result.findings):
+        return mine
+    try:
+        tree = ast.parse(result.after)
+    except SyntaxError:
+        return mine
+    names, devices = _prepared_names(tree)
+    spelled = {c.spelling: c.target for c in f.calls if c.target in threaded}
+    dropped = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        spelling = _spelling(node.func)
+        if spelling not in spelled:
+            continue
+        target = spelled[spelling]
+        if not any(k.arg == ACCELERATOR for k in node.keywords):
+            dropped.add(target)
+            continue
+        prepared.setdefault(target, []).append(_kinds(node, names, devices))
+    missing = mine - set(prepared) - dropped
+    return dropped | missing
+
+
+def _spelling(func: ast.AST) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        return f"{func.value.id}.{func.attr}"
+    return None
+
+
+def _prepared_names(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """Names bound from `accelerator.prepare(...)`, and names bound to `accelerator.device`."""
+    prepared, devices = set(), set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        targets = [e for t in node.targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
+        value = node.value
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "prepare":
+            prepared.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(value, ast.Attribute) and value.attr == "device" and _spelling(value.value) == ACCELERATOR:
+            devices.update(t.id for t in targets if isinstance(t, ast.Name))
+    return prepared, devices
+
+
+def _kinds(call: ast.Call, prepared: set[str], devices: set[str]) -> dict[object, str]:
+    def kind(value: ast.AST) -> str:
+        if isinstance(value, ast.Name) and value.id in prepared:
+            return "prepared"
+        if isinstance(value, ast.Name) and value.id in devices or (
+            isinstance(value, ast.Attribute) and value.attr == "device" and _spelling(value.value) == ACCELERATOR
+        ):
+            return "device"
+        return "other"
+
+    out: dict[object, str] = {i: kind(a) for i, a in enumerate(call.args)}
+    out.update({k.arg: kind(k.value) for k in call.keywords if k.arg and k.arg != ACCELERATOR})
+    return out
+
+
+def _stub(files, mine, prepared, target_import: str) -> str | None:
+    """The callers of `mine` as one function: the Accelerator, `device = accelerator.device`
+    where the callers pass its device, one prepare() of what they pass prepared, then one
+    call per function. None when a parameter is prepared at one call and not another."""
+    engine = files[mine[0][0]]
+    kinds: dict[str, str] = {}
+    lines = []
+    for target in mine:
+        function = engine.functions[target[1]]
+        for call in prepared.get(target, []):
+            for key, kind in call.items():
+                if isinstance(key, int):
+                    if key >= len(function.params):
+                        return None
+                    param = function.params[key]
+                else:
+                    param = key
+                if kinds.setdefault(param, kind) != kind:
+                    return None
+        args = [p for p in function.params if p in kinds] + [f"{p}={p}" for p in function.kwonly if p in kinds]
+        missing = [p for p in function.params if p not in kinds]
+        if missing and any(function.params.index(p) < len(args) for p in missing):
+            return None  # an argument the callers leave to its default sits between given ones
+        lines.append(f"    {target[1]}({', '.join(args)})\n")
+    params = sorted(kinds)
+    if ACCELERATOR in params:
+        return None
+    head = [f"def {STUB}({', '.join(p for p in params if kinds[p] != 'device')}):\n",
+            f"    from {target_import} import Accelerator\n",
+            f"    {ACCELERATOR} = Accelerator()\n"]
+    head += [f"    {p} = {ACCELERATOR}.device\n" for p in params if kinds[p] == "device"]
+    ready = [p for p in params if kinds[p] == "prepared"]
+    if ready:
+        targets = ", ".join(ready) + ("," if len(ready) == 1 else "")
+        head.append(f"    {targets} = {ACCELERATOR}.prepare({', '.join(ready)})\n")
+    return "".join(head + lines)
+
+
+def _check_engine(mine, result: FileResult) -> set[tuple[str, str]]:
+    """The functions of `mine` the engine's migration did not give the keyword-only parameter."""
+    if result.status is not FileStatus.CHANGED or result.after is None or any(x.code.startswith("AM95") for x in result.findings):
+        return set(mine)
+    try:
+        tree = ast.parse(result.after)
+    except SyntaxError:
+        return set(mine)
+    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    return {t for t in mine if t[1] not in defs or ACCELERATOR not in [a.arg for a in defs[t[1]].args.kwonlyargs]}
+
+
+def with_stub(text: str, stub: str) -> str:
+    """The engine's text with its callers' stub appended (no line of `text` moves)."""
+    return text + ("" if text.endswith("\n") else "\n") + SEPARATOR + stub
+
+
+def without_stub(result: FileResult, text: str) -> FileResult | None:
+    """The engine's result with the stub cut off again, findings on its lines dropped;
+    None when the stub is not where it was put (the migration moved code around it)."""
+    from dataclasses import replace
+
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    after = result.after
+    if after is None:
+        return None
+    at = after.rfind(SEPARATOR + f"def {STUB}(")
+    if at < 0:
+        return None
+    after = after[:at] + ("" if text.endswith("\n") else "")
+    if not text.endswith("\n") and after.endswith("\n"):
+        after = after[:-1]
+    findings = tuple(f for f in result.findings if f.start.line <= lines)
+    touched = frozenset(n for n in result.touched_lines if n <= lines)
+    status = FileStatus.CHANGED if after != text else FileStatus.UNCHANGED
+    return replace(result, before=text, after=after, findings=findings, touched_lines=touched, status=status)

@@ -1,0 +1,205 @@
+"""Several files of one run migrated as one program (migrator/project.py): a set-up file
+hands its model, optimizer and loaders to training functions of another file of the run.
+
+Real command-line runs on a temporary project, so the reading, ordering, caching and
+writing of the run are what users get."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from migrator.api import migrate_paths
+from migrator.config import Config
+
+TRAIN = textwrap.dedent('''\
+    import torch
+    import engine
+
+
+    def main():
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+        train_loader = torch.utils.data.DataLoader(data, batch_size=8)
+        valid_loader = torch.utils.data.DataLoader(data, batch_size=8)
+        model = torch.nn.Linear(4, 1)
+        model.to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for epoch in range(2):
+            engine.train_one_epoch(train_loader, model, optimizer, device)
+            outputs, targets = engine.evaluate(valid_loader, model, device)
+            print(epoch, len(outputs))
+
+
+    if __name__ == "__main__":
+        main()
+''')
+
+ENGINE = textwrap.dedent('''\
+    import torch
+    from tqdm import tqdm
+
+
+    def train_one_epoch(loader, model, optimizer, device):
+        model.train()
+        for x, y in tqdm(loader):
+            x = x.to(device)
+            y = y.to(device)
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+
+
+    def evaluate(loader, model, device):
+        model.eval()
+        outputs = []
+        targets = []
+        with torch.no_grad():
+            for x, y in loader:
+                x = x.to(device)
+                y = y.to(device)
+                out = model(x)
+                outputs.extend(out.cpu().numpy().tolist())
+                targets.extend(y.cpu().numpy().tolist())
+        return outputs, targets
+''')
+
+
+def _project(tmp_path, **files: str) -> str:
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return str(tmp_path)
+
+
+def _cli(cwd: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "migrator", *args, "--no-cache"], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def _results(paths: list[str], **kwargs) -> dict[str, object]:
+    return {os.path.basename(r.path): r for r in migrate_paths(paths, Config(), **kwargs)}
+
+
+def test_setup_and_engine_migrate_together(tmp_path) -> None:
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE})
+    results = _results([root])
+    train, engine = results["train.py"].after, results["engine.py"].after
+    assert "engine.train_one_epoch(train_loader, model, optimizer, device, accelerator=accelerator)" in train
+    assert "engine.evaluate(valid_loader, model, device, accelerator=accelerator)" in train
+    assert "def train_one_epoch(loader, model, optimizer, device, *, accelerator):" in engine
+    assert "def evaluate(loader, model, device, *, accelerator):" in engine
+    assert "accelerator.backward(loss)" in engine and "loss.backward()" not in engine
+    assert "accelerator.clip_grad_norm_(model.parameters(), 1.0)" in engine
+    assert "disable=not accelerator.is_local_main_process" in engine
+    assert "_accel_migrate_callers" not in engine  # the callers' stub never shows
+    assert not [f for f in results["engine.py"].findings if f.code.startswith("AM95") or f.code == "AM913"]
+    assert not [f for f in results["train.py"].findings if f.code == "AM914" and not f.fixed]
+    for text in (train, engine):
+        compile(text, "x.py", "exec")
+
+
+def test_alone_the_engine_is_reported_not_changed(tmp_path) -> None:
+    root = _project(tmp_path, **{"engine.py": ENGINE})
+    result = _results([os.path.join(root, "engine.py")])["engine.py"]
+    assert result.after == ENGINE
+    assert {f.code for f in result.findings} == {"AM913"}
+
+
+def test_alias_and_from_imports(tmp_path) -> None:
+    train = TRAIN.replace("import engine\n", "import engine as eng\nfrom engine import evaluate as ev\n")
+    train = train.replace("engine.train_one_epoch(", "eng.train_one_epoch(").replace("engine.evaluate(", "ev(")
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE})
+    results = _results([root])
+    assert "eng.train_one_epoch(train_loader, model, optimizer, device, accelerator=accelerator)" in results["train.py"].after
+    assert "ev(valid_loader, model, device, accelerator=accelerator)" in results["train.py"].after
+    assert "def evaluate(loader, model, device, *, accelerator):" in results["engine.py"].after
+
+
+def test_package_with_relative_import(tmp_path) -> None:
+    train = TRAIN.replace("import engine\n", "from . import engine\n")
+    root = _project(tmp_path, **{"pkg/__init__.py": "", "pkg/train.py": train, "pkg/engine.py": ENGINE})
+    results = _results([root])
+    assert "accelerator=accelerator" in results["train.py"].after
+    assert "*, accelerator)" in results["engine.py"].after
+
+
+def test_a_caller_without_an_accelerator_keeps_both_as_alone(tmp_path) -> None:
+    """Whole or nothing: a third file calls the engine at module level, where no
+    Accelerator exists; nothing crosses files, and the findings stay."""
+    other = (
+        "import torch\nimport engine\n\nmodel = torch.nn.Linear(4, 1)\nopt = torch.optim.SGD(model.parameters())\n"
+        "engine.evaluate([], model, 'cpu')\nengine.train_one_epoch([], model, opt, 'cpu')\n"
+    )
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE, "other.py": other})
+    together = _results([root])
+    alone = {name: _results([os.path.join(root, name)])[name] for name in ("train.py", "engine.py")}
+    assert together["engine.py"].after == ENGINE
+    assert "engine.evaluate(valid_loader, model, device)\n" in together["train.py"].after
+    for name in ("train.py", "engine.py"):
+        assert together[name].after == alone[name].after
+        assert [f.code for f in together[name].findings] == [f.code for f in alone[name].findings]
+
+
+def test_whole_or_nothing_is_per_function(tmp_path) -> None:
+    """Only `evaluate` has a caller with no Accelerator: `train_one_epoch` is threaded,
+    `evaluate` stays as written, and its per-process metrics are reported, not silent."""
+    other = "import torch\nimport engine\n\nmodel = torch.nn.Linear(4, 1)\nengine.evaluate([], model, 'cpu')\n"
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE, "other.py": other})
+    results = _results([root])
+    engine, train = results["engine.py"], results["train.py"]
+    assert "def train_one_epoch(loader, model, optimizer, device, *, accelerator):" in engine.after
+    assert "def evaluate(loader, model, device):" in engine.after
+    assert {f.code for f in engine.findings if not f.fixed} == {"AM513"}
+    assert "engine.evaluate(valid_loader, model, device)\n" in train.after
+    assert [f.start.line for f in train.findings if f.code == "AM914" and not f.fixed] == [19]
+
+
+def test_an_engine_function_used_as_a_value_is_not_threaded(tmp_path) -> None:
+    train = TRAIN.replace("    for epoch in range(2):\n", "    step = engine.train_one_epoch\n    for epoch in range(2):\n")
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE})
+    results = _results([root])
+    assert "def train_one_epoch(loader, model, optimizer, device):" in results["engine.py"].after
+
+
+def test_jobs_give_the_same_output(tmp_path) -> None:
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE, "notes.py": "x = 1\n"})
+    one = _cli(root, ".", "--diff", "-j", "1")
+    two = _cli(root, ".", "--diff", "-j", "2")
+    assert one.stdout == two.stdout and one.returncode == two.returncode
+    assert "accelerator=accelerator" in one.stdout and "*, accelerator)" in one.stdout
+
+
+def test_changing_only_the_engine_recomputes_the_setup(tmp_path) -> None:
+    """The cache keys a file of a run by its context (what the other files decide): when
+    the engine changes so that it can no longer take the Accelerator, the set-up's
+    cached result is not reused."""
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE})
+    cache = str(tmp_path / "cache")
+    first = _results([root], cache_dir=cache)
+    assert "accelerator=accelerator" in first["train.py"].after
+    again = _results([root], cache_dir=cache)
+    assert again["train.py"].after == first["train.py"].after
+    (tmp_path / "engine.py").write_text(
+        ENGINE.replace("def train_one_epoch(loader, model, optimizer, device):", "def train_one_epoch(loader, model, optimizer, device, **kw):")
+        .replace("def evaluate(loader, model, device):", "def evaluate(loader, model, device, **kw):")
+    )
+    changed = _results([root], cache_dir=cache)
+    assert "accelerator=accelerator" not in changed["train.py"].after
+    assert any(f.code == "AM914" and not f.fixed for f in changed["train.py"].findings)
+
+
+@pytest.mark.parametrize("name", ["train.py", "engine.py"])
+def test_second_run_changes_nothing(tmp_path, name) -> None:
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE})
+    list(migrate_paths([root], Config(), write=True))
+    again = _results([root])
+    assert again[name].after == again[name].before
