@@ -8,7 +8,8 @@ development manifest (../shared/corpus/dev.json) and our own (corpus/*.json), ex
 pinned file from a local git mirror (<mirrors>/<owner>+<name>/repo, as
 ../shared/corpus/materialize.sh expects), and runs the real command line on it:
 
-    OUT/src/<name>            the original (a `group` is one folder, relative paths kept)
+    OUT/src/<name>            the original (a `group` is one folder, relative paths kept; so
+                              are dev files of one folder that import each other)
     OUT/out/<name>.txt        `accel-migrate <name> --diff`: the diff, then the findings
     OUT/migrated/<name>       `--write` on a copy: the migrated text
     OUT/again/<name>          `--write` once more on a copy of the migrated text
@@ -87,10 +88,11 @@ class Unit:
 
     name: str
     entries: list[Entry]
+    joined: bool = False  # single files of one folder that import each other, run together
 
     @property
     def is_group(self) -> bool:
-        return self.entries[0].group is not None
+        return self.joined or self.entries[0].group is not None
 
     def relpath(self, entry: Entry) -> str:
         """Where `entry` lies under OUT/<stage>/."""
@@ -136,6 +138,54 @@ def group_units(entries: list[Entry]) -> list[Unit]:
         name = entry.group or entry.name
         units.setdefault(name, Unit(name, [])).entries.append(entry)
     return list(units.values())
+
+
+def join_imports(units: list[Unit], read_entry, manifest: str) -> list[Unit]:
+    """Single files of `manifest` (the dev one), of the same repository, commit and folder, where one imports another
+    (`train.py` with `import engine`) become one unit, migrated in one run as one program
+    (migrator/project.py) and laid out as a folder; each file keeps its key and row.
+    `read_entry(entry)` gives the file's text, or None. Order: where the first one was."""
+    buckets: dict[tuple[str, str, str], list[Unit]] = {}
+    for unit in units:
+        if len(unit.entries) == 1 and not unit.is_group and unit.entries[0].manifest == manifest:
+            e = unit.entries[0]
+            buckets.setdefault((e.repo, e.commit, os.path.dirname(e.path)), []).append(unit)
+    joined: dict[int, Unit] = {}
+    for (repo, _, folder), members in buckets.items():
+        if len(members) < 2:
+            continue
+        stems = {Path(u.entries[0].path).stem: u for u in members}
+        linked = [u for u in members if _imports(read_entry(u.entries[0]), set(stems) - {Path(u.entries[0].path).stem})]
+        together = {id(u) for u in linked} | {id(stems[m]) for u in linked for m in _imports(read_entry(u.entries[0]), set(stems))}
+        chosen = [u for u in members if id(u) in together]
+        if len(chosen) < 2:
+            continue
+        name = repo.replace("/", "+") + "__" + (folder.replace("/", "+") + "+" if folder else "") + "project"
+        unit = Unit(name, [u.entries[0] for u in chosen], joined=True)
+        joined[id(chosen[0])] = unit
+        joined.update({id(u): None for u in chosen[1:]})
+    return [joined.get(id(u), u) for u in units if joined.get(id(u), u) is not None]
+
+
+def _imports(text: str | None, stems: set[str]) -> set[str]:
+    """Which of `stems` the module imports (`import engine`, `from engine import f`,
+    `from . import engine`)."""
+    if not text:
+        return set()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.module:
+                found.add(node.module.split(".")[0])
+            if node.level:
+                found |= {a.name for a in node.names}
+    return found & stems
 
 
 # --------------------------------------------------------------------------- checks
@@ -335,6 +385,15 @@ def materialize(unit: Unit, mirrors: Path, src: Path) -> list[str]:
     return problems
 
 
+def _show(mirrors: Path, entry: Entry) -> str | None:
+    """The pinned text of `entry` from its mirror, or None."""
+    git = git_dir(mirrors, entry.repo)
+    if git is None:
+        return None
+    shown = subprocess.run(["git", "--git-dir", str(git), "show", f"{entry.commit}:{entry.path}"], capture_output=True)
+    return None if shown.returncode else shown.stdout.decode("utf-8", "replace")
+
+
 def run_cli(args: list[str], cwd: Path, tool: Path) -> subprocess.CompletedProcess[str]:
     """The real command line (the migrator found first on PYTHONPATH=`tool`), isolated from
     any project configuration and cache."""
@@ -447,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.mirrors is None:
         parser.error("--mirrors is required to run the corpus")
     units = [
-        u for u in group_units(entries)
+        u for u in join_imports(group_units(entries), lambda e: _show(args.mirrors, e), args.dev.name)
         if not args.only or any(s in u.name or s in u.entries[0].manifest for s in args.only)
     ]
     for stage in ("src", "out", "migrated", "again"):

@@ -61,6 +61,23 @@ def test_dev_first_then_corpus_in_name_order_and_groups_run_together(tmp_path: P
     assert [units[2].relpath(e) for e in units[2].entries] == ["g/m.py", "g/e.py"]
 
 
+def test_dev_files_of_one_folder_that_import_each_other_run_as_one_unit(tmp_path: Path) -> None:
+    dev = write_manifest(
+        tmp_path / "shared", "dev.json",
+        [entry_dict("src/train.py"), entry_dict("other.py"), entry_dict("src/engine.py"), entry_dict("src/alone.py")],
+    )
+    write_manifest(tmp_path / "corpus", "a.json", [entry_dict("src/utils.py")])
+    texts = {"src/train.py": "import engine\nimport utils\n", "src/engine.py": "import torch\n", "src/alone.py": "x = 1\n"}
+    entries = realworld.load_manifests(dev, tmp_path / "corpus")
+    units = realworld.join_imports(realworld.group_units(entries), lambda e: texts.get(e.path), "dev.json")
+    assert [u.name for u in units] == [
+        "someone+project__src+project", "someone+project__other.py", "someone+project__src+alone.py",
+        "someone+project__src+utils.py",
+    ]
+    assert [units[0].relpath(e) for e in units[0].entries] == ["someone+project__src+project/src/train.py", "someone+project__src+project/src/engine.py"]
+    assert [e.key for e in units[0].entries] == ["someone+project__src+train.py", "someone+project__src+engine.py"]
+
+
 def test_a_file_listed_twice_is_an_error(tmp_path: Path) -> None:
     write_manifest(tmp_path / "corpus", "a.json", [entry_dict()])
     write_manifest(tmp_path / "corpus", "b.json", [entry_dict()])
