@@ -154,9 +154,9 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
         return
     target = "accelerate" if readable[0].config.target.value == "accelerate" else "runtime"
 
-    def migrate(path: str, calls: tuple[str, ...], stub: str) -> FileResult:
+    def migrate(path: str, calls: tuple[str, ...], stub: str, stepped: tuple[str, ...]) -> FileResult:
         item = by_path[path]
-        config = replace(item.config, project_calls=calls, project_callers=stub)
+        config = replace(item.config, project_calls=calls, project_callers=stub, project_stepped=stepped)
         return _cached(store, item, config, lambda: _migrate_in_project(item, config, stub))
 
     outcome, results = project.decide(files, migrate, target)

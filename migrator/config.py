@@ -51,6 +51,7 @@ class Config:
     # this file's callers in other files, written as a stub the engine appends.
     project_calls: tuple[str, ...] = ()
     project_callers: str = ""
+    project_stepped: tuple[str, ...] = ()  # schedulers those functions step per batch
 
     def for_file(self, path: str) -> Config:
         """This config with the codes `per_file_ignores` lists for `path` added to `ignore`."""

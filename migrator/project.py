@@ -54,6 +54,7 @@ class Function:
     params: tuple[str, ...]  # positional-or-keyword, in order
     kwonly: tuple[str, ...]
     threadable: bool
+    batch_stepped: frozenset[str] = frozenset()  # parameters it calls `.step()` on inside a loop
 
 
 @dataclass
@@ -110,8 +111,23 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             seen.get(node.name) == 1 and a.kwarg is None and not node.decorator_list
             and ACCELERATOR not in params + kwonly and not a.posonlyargs and _trains(node)
         )
-        out[node.name] = Function(node.name, params, kwonly, ok)
+        out[node.name] = Function(node.name, params, kwonly, ok, _stepped_in_loops(node, set(params + kwonly)))
     return out
+
+
+def _stepped_in_loops(function: ast.FunctionDef, params: set[str]) -> frozenset[str]:
+    """Parameters stepped (`scheduler.step()`) inside a loop of the function: per batch."""
+    found = set()
+    for loop in ast.walk(function):
+        if not isinstance(loop, ast.For):
+            continue
+        for node in ast.walk(loop):
+            if (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "step"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in params
+            ):
+                found.add(node.func.value.id)
+    return frozenset(found)
 
 
 def _trains(function: ast.FunctionDef) -> bool:
@@ -238,9 +254,6 @@ def candidates(files: dict[str, FileIndex]) -> set[tuple[str, str]]:
     return {t for t in out if t[0] not in callers}
 
 
-Migrate = Callable[[str, str], FileResult]  # (path, project context kind) → result
-
-
 @dataclass(frozen=True)
 class Outcome:
     """What the run decided: the functions threaded, and each file's context."""
@@ -252,11 +265,12 @@ class Outcome:
 
 def decide(
     files: dict[str, FileIndex],
-    migrate: Callable[[str, tuple[str, ...], str], FileResult],
+    migrate: Callable[[str, tuple[str, ...], str, tuple[str, ...]], FileResult],
     target_import: str,
 ) -> tuple[Outcome, dict[str, FileResult]]:
     """Run the callers and engines with the threaded set until nothing is dropped.
-    `migrate(path, calls, stub)` migrates one file with that context (stub already cut off).
+    `migrate(path, calls, stub, stepped)` migrates one file with that context (the stub
+    already cut off again; `stepped`: its schedulers the threaded functions step per batch).
     Returns the outcome and the results of the files that had a context."""
     threaded = candidates(files)
     for _ in range(_ROUNDS):
@@ -267,7 +281,7 @@ def decide(
         calls = _calls_by_file(files, threaded)
         prepared: dict[tuple[str, str], list[dict[str, str]]] = {}
         for path, spellings in calls.items():
-            result = migrate(path, spellings, "")
+            result = migrate(path, spellings, "", _stepped_by(files, files[path], threaded))
             results[path] = result
             dropped |= _check_caller(files[path], threaded, result, prepared)
         threaded -= dropped
@@ -281,13 +295,25 @@ def decide(
                 dropped |= set(mine)
                 continue
             stubs[engine] = stub
-            result = migrate(engine, (), stub)
+            result = migrate(engine, (), stub, ())
             results[engine] = result
             dropped |= _check_engine(mine, result)
         threaded -= dropped
         if not dropped:
             return Outcome(frozenset(threaded), calls, stubs), results
     return Outcome(frozenset(), {}, {}), {}
+
+
+def _stepped_by(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[str, ...]:
+    """Names this caller hands to a threaded function that steps them per batch."""
+    out = set()
+    for call in f.calls:
+        if call.target not in threaded:
+            continue
+        function = files[call.target[0]].functions[call.target[1]]
+        given = list(zip(function.params, call.args)) + list(call.keywords)
+        out |= {name for param, name in given if name and param in function.batch_stepped}
+    return tuple(sorted(out))
 
 
 def _calls_by_file(files: dict[str, FileIndex], threaded: set[tuple[str, str]]) -> dict[str, tuple[str, ...]]:
@@ -311,6 +337,7 @@ def _check_caller(f: FileIndex, threaded, result: FileResult, prepared) -> set[t
     except SyntaxError:
         return mine
     names, devices = _prepared_names(tree)
+    roles = _roles(result.after)
     spelled = {c.spelling: c.target for c in f.calls if c.target in threaded}
     dropped = set()
     for node in ast.walk(tree):
@@ -323,7 +350,7 @@ def _check_caller(f: FileIndex, threaded, result: FileResult, prepared) -> set[t
         if not any(k.arg == ACCELERATOR for k in node.keywords):
             dropped.add(target)
             continue
-        prepared.setdefault(target, []).append(_kinds(node, names, devices))
+        prepared.setdefault(target, []).append(_kinds(node, names, devices, roles))
     missing = mine - set(prepared) - dropped
     return dropped | missing
 
@@ -351,10 +378,31 @@ def _prepared_names(tree: ast.Module) -> tuple[set[str], set[str]]:
     return prepared, devices
 
 
-def _kinds(call: ast.Call, prepared: set[str], devices: set[str]) -> dict[object, str]:
+def _roles(text: str) -> dict[str, str]:
+    """The roles the caller's own analysis gives its names (model, optimizer, ...)."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper
+
+    from migrator.analysis import analyze
+
+    analysis = analyze(MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True))
+    return {name: role.name.lower() for name, role in analysis.roles.roles.items()}
+
+
+# What the stub binds a prepared parameter to, by its role in the caller, so the engine's
+# analysis gives the parameter the same role (never run: the stub is cut off).
+_STAND_INS = {
+    "model": "torch.nn.Module()",
+    "optimizer": "torch.optim.SGD([], lr=0.0)",
+    "dataloader": "torch.utils.data.DataLoader([])",
+    "scheduler": "torch.optim.lr_scheduler.LambdaLR(None, None)",
+}
+
+
+def _kinds(call: ast.Call, prepared: set[str], devices: set[str], roles: dict[str, str]) -> dict[object, str]:
     def kind(value: ast.AST) -> str:
         if isinstance(value, ast.Name) and value.id in prepared:
-            return "prepared"
+            return f"prepared:{roles.get(value.id, '')}"
         if isinstance(value, ast.Name) and value.id in devices or (
             isinstance(value, ast.Attribute) and value.attr == "device" and _spelling(value.value) == ACCELERATOR
         ):
@@ -393,11 +441,13 @@ def _stub(files, mine, prepared, target_import: str) -> str | None:
     params = sorted(kinds)
     if ACCELERATOR in params:
         return None
-    head = [f"def {STUB}({', '.join(p for p in params if kinds[p] != 'device')}):\n",
+    head = [f"def {STUB}({', '.join(p for p in params if kinds[p] == 'other')}):\n",
+            "    import torch\n",
             f"    from {target_import} import Accelerator\n",
             f"    {ACCELERATOR} = Accelerator()\n"]
     head += [f"    {p} = {ACCELERATOR}.device\n" for p in params if kinds[p] == "device"]
-    ready = [p for p in params if kinds[p] == "prepared"]
+    ready = [p for p in params if kinds[p].startswith("prepared:")]
+    head += [f"    {p} = {_STAND_INS.get(kinds[p].partition(':')[2], 'object()')}\n" for p in ready]
     if ready:
         targets = ", ".join(ready) + ("," if len(ready) == 1 else "")
         head.append(f"    {targets} = {ACCELERATOR}.prepare({', '.join(ready)})\n")

@@ -14,7 +14,7 @@ class UnsplitTrainingData(Rule):
     """## What it does
     When the migration sets up training whose data comes from no DataLoader (tensors
     built in the script, a full batch, slices taken by hand), says so once, at the first
-    backward. Nothing is changed.
+    backward that a loop repeats. Nothing is changed.
 
     ## Why is this bad?
     `accelerator.prepare()` splits a DataLoader's batches between processes. Data held
@@ -81,9 +81,38 @@ class UnsplitTrainingData(Rule):
             return
         if not any(analysis.roles.of(n) is Role.MODEL for n in prepared):
             return
+        looped = _called_in_loops(analysis)
         for c in analysis.facts.calls:
             func = c.node.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+            repeated = _in_loop(analysis, c.node) or (isinstance(c.scope, cst.FunctionDef) and c.scope.name.value in looped)
+            if isinstance(func, cst.Attribute) and func.attr.value == "backward" and repeated:
                 text = cst.Module([]).code_for_node(c.node).strip()
                 self.report(c.node, call=text if len(text) < 40 else "backward()")
                 return
+
+
+def _in_loop(analysis, node: cst.CSTNode) -> bool:
+    """`node` runs in a for or while loop of its own function (or module)."""
+    current = analysis.parent(node)
+    while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+        if isinstance(current, (cst.For, cst.While)):
+            return True
+        current = analysis.parent(current)
+    return False
+
+
+def _called_in_loops(analysis) -> set[str]:
+    """Names of functions a loop calls (`train(epoch)`, `self.step(batch)`) or hands to
+    `optimizer.step(closure)`: a backward in them runs once per step of that loop."""
+    names: set[str] = set()
+    for c in analysis.facts.calls:
+        if not _in_loop(analysis, c.node):
+            continue
+        func = c.node.func
+        if isinstance(func, cst.Name):
+            names.add(func.value)
+        elif isinstance(func, cst.Attribute):
+            names.add(func.attr.value)
+            if func.attr.value == "step":
+                names.update(a.value.value for a in c.node.args if isinstance(a.value, cst.Name))
+    return names

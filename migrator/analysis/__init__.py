@@ -16,7 +16,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from migrator.analysis.branches import Audience, ProcessBranches, RankBranch
 from migrator.analysis.collect import Binding, Facts, collect, node_tables
 from migrator.analysis.distributed import local_rank_names
-from migrator.analysis.device_choice import options_guard
+from migrator.analysis.device_choice import chosen_again_in, options_guard
 from migrator.analysis.device import (
     DeviceMove,
     DeviceVariable,
@@ -184,8 +184,10 @@ class ScriptAnalysis:
         return any(b.scope is scope and b.name == name for b in self.facts.bindings)
 
 
-def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
-    """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy)."""
+def analyze(wrapper: MetadataWrapper, *, batch_stepped: frozenset[str] = frozenset()) -> ScriptAnalysis:
+    """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy).
+    `batch_stepped`: schedulers handed to a function of another file of the run that steps
+    them per batch (migrator/project.py), so they are prepared."""
     module = wrapper.module
     tables = node_tables(module)
     parents, by_type = tables.parents, tables.by_type
@@ -207,7 +209,7 @@ def analyze(wrapper: MetadataWrapper) -> ScriptAnalysis:
     lens = len_uses(facts, roles, block, parent)
     plan = None
     if block is not None and not prepare_calls and not acc_names:
-        plan = make_plan(facts, roles, block, first_use, lens, parent)
+        plan = make_plan(facts, roles, block, first_use, lens, parent, batch_stepped)
     prepared = {t for p in prepare_calls for t in p.targets if t} | (plan.names if plan else set())
     dev_vars = device_variables(facts)
     dev_names = {v.name for v in dev_vars} | {"device"} | local_rank_names(facts)
@@ -383,6 +385,8 @@ def _setup_plan(module: cst.Module, block: Block, dev_vars, surviving, facts: Fa
     for var in dev_vars:
         if surviving.get(var.name) and var.binding.scope is module and block.scope is not module:
             names = tuple(v.name for v in dev_vars if surviving.get(v.name) and v.binding.scope is module)
+            if chosen_again_in(block.scope, names, facts):
+                break  # `global DEVICE` chosen again where training is set up: the Accelerator stays there
             guard = options_guard(module, needs, facts, names)
             block = Block(module, module, module) if guard is None else Block(guard, guard.body, module)
             break

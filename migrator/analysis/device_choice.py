@@ -473,6 +473,23 @@ def options_guard(module: cst.Module, needs: frozenset[str], facts: Facts, devic
     return guard if needs <= {b.name for b in bound if id(b.statement) in in_guard} and set(devices) <= chosen else None
 
 
+def chosen_again_in(function: cst.CSTNode, devices: tuple[str, ...], facts: Facts) -> bool:
+    """`function` declares each module-level device variable in `devices` `global` and
+    chooses it again (`global DEVICE` ... `DEVICE = torch.device(... args.backend ...)`):
+    the Accelerator can stay in that function, created after the arguments, and the
+    module-level variable becomes `accelerator.device` there."""
+    if not devices or not isinstance(function, cst.FunctionDef):
+        return False
+    declared: set[str] = set()
+    for line in function.body.body:
+        if isinstance(line, cst.SimpleStatementLine):
+            for small in line.body:
+                if isinstance(small, cst.Global):
+                    declared |= {n.name.value for n in small.names}
+    bound = {b.name for b in facts.bindings if b.scope is function}
+    return set(devices) <= declared & bound
+
+
 def superseded(analysis: "ScriptAnalysis", choice: DeviceChoice) -> str | None:
     """A module-level choice made before the Accelerator exists (`DEVICE = torch.device(
     "cuda" if ... else "cpu")` at the top) that the main guard makes again after it (from
@@ -484,23 +501,53 @@ def superseded(analysis: "ScriptAnalysis", choice: DeviceChoice) -> str | None:
 
     home = accelerator_home(analysis)
     module = analysis.module
-    if home is None or home.scope is not module or choice.scope is not module:
+    if home is None or choice.scope is not module or home.owner_class is not None:
         return None
     start = analysis.order(choice.statement)
-    if start >= home.line or not any(analysis.parent(choice.statement) is line for line in module.body):
+    if not any(analysis.parent(choice.statement) is line for line in module.body):
+        return None
+    if home.scope is module and start >= home.line:
+        return None
+    facts = analysis.facts
+    if home.scope is not module and not chosen_again_in(home.scope, (choice.name,), facts):
         return None
     later = [
         analysis.order(b.statement) for c in analysis.patterns.devices if c.name == choice.name
-        for b in c.bindings if b.scope is module and analysis.order(b.statement) >= home.line
+        for b in c.bindings if b.scope is home.scope and analysis.order(b.statement) >= home.line
     ]
     if not later:
         return None
     end = min(later)
-    facts = analysis.facts
+    if home.scope is not module:
+        return _read_only_after(analysis, choice.name, home.scope, end)
     if any(l.name == choice.name and l.scope is module and start < analysis.order(l.node) < end for l in facts.loads):
         return f"module-level code reads `{choice.name}` before the Accelerator, created after the arguments it needs, exists"
     for c in facts.calls:
         func = c.node.func
         if c.scope is module and isinstance(func, cst.Name) and func.value in facts.functions and analysis.order(c.node) < end:
             return f"`{func.value}()` runs before the Accelerator, created after the arguments it needs, exists"
+    return ""
+
+
+def _read_only_after(analysis: "ScriptAnalysis", name: str, home: cst.FunctionDef, end: int) -> str:
+    """"" when the module-level `name` is read only by code that runs after `home` (the
+    function that creates the Accelerator) chooses it again: no module-level read, none
+    in `home` before, and every other function that reads it called only from `home`,
+    after; otherwise why not."""
+    facts = analysis.facts
+    readers = set()
+    for load in facts.loads:
+        if load.name != name or isinstance(analysis.parent(load.node), cst.NameItem):
+            continue  # `global DEVICE` declares, it does not read
+        if load.scope is analysis.module or (load.scope is home and analysis.order(load.node) < end):
+            return f"`{name}` is read before `{home.name.value}()` chooses it again after the Accelerator"
+        if load.scope is not home and isinstance(load.scope, cst.FunctionDef):
+            readers.add(load.scope.name.value)
+    for c in facts.calls:
+        func = c.node.func
+        if isinstance(func, cst.Name) and func.value in readers:
+            if c.scope is not home or analysis.order(c.node) < end:
+                return f"`{func.value}()` reads `{name}` and may run before `{home.name.value}()` chooses it again"
+    if any(l.name in readers and not isinstance(analysis.parent(l.node), cst.Call) for l in facts.loads):
+        return f"a function that reads `{name}` is used as a value"
     return ""

@@ -74,12 +74,18 @@ def find_patterns(
 
 
 def _trains(facts: Facts, backward_loops: set[int]) -> bool:
-    """A loop calls backward, or a function does (an LBFGS closure defined in the loop
-    and handed to `optimizer.step(closure)` is a loop's training too)."""
+    """A loop calls backward, or a closure does that is handed to `optimizer.step(closure)`
+    (LBFGS: the closure is defined in the step loop and run by the optimizer)."""
     if backward_loops:
         return True
+    stepped = {
+        arg.value.value for c in facts.calls
+        if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "step" and c.loops
+        for arg in c.node.args if isinstance(arg.value, cst.Name)
+    }
     return any(
-        isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "backward" and isinstance(c.scope, cst.FunctionDef)
+        isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "backward"
+        and isinstance(c.scope, cst.FunctionDef) and c.scope.name.value in stepped
         for c in facts.calls
     )
 

@@ -125,8 +125,10 @@ def make_plan(
     first_use: int | None,
     lens: list[LenUse],
     parent: Callable,
+    batch_stepped: frozenset[str] = frozenset(),
 ) -> PreparePlan | None:
-    """Choose what to prepare and where; None when there is nothing to prepare."""
+    """Choose what to prepare and where; None when there is nothing to prepare.
+    `batch_stepped`: schedulers another file of the run steps per batch."""
     loaders = set(roles.names(Role.DATALOADER))
     values = {b.name: b.value for b in facts.bindings if b.scope is block.scope and b.value is not None}
     for name, defs in facts.functions.items():  # `def schedule(step): ... total_steps ...`
@@ -164,10 +166,12 @@ def make_plan(
             if contains_len_of(value, loaders, values):
                 left_out.append((cand.name, "sized from len(dataloader): built after prepare from the per-process length"))
                 continue
-            if stepped_elsewhere(facts, cand.name):
+            if cand.name in batch_stepped:
+                pass  # stepped per batch by a function of another file of the run
+            elif stepped_elsewhere(facts, cand.name):
                 left_out.append((cand.name, STEPPED_ELSEWHERE))
                 continue
-            if scheduler_steps_per_epoch(facts, cand.name, loop_iters, loaders):
+            elif scheduler_steps_per_epoch(facts, cand.name, loop_iters, loaders):
                 left_out.append((cand.name, "stepped per epoch: it follows epochs, not batches"))
                 continue
         chosen.append(cand)

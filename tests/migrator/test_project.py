@@ -101,6 +101,10 @@ def test_setup_and_engine_migrate_together(tmp_path) -> None:
     assert "accelerator.clip_grad_norm_(model.parameters(), 1.0)" in engine
     assert "disable=not accelerator.is_local_main_process" in engine
     assert "_accel_migrate_callers" not in engine  # the callers' stub never shows
+    # the caller prepares the loaders: the engine's batches arrive placed, and what the
+    # evaluation collects is gathered from every process first
+    assert "x = x.to(device)" not in engine
+    assert "out, y = accelerator.gather_for_metrics((out, y))" in engine
     assert not [f for f in results["engine.py"].findings if f.code.startswith("AM95") or f.code == "AM913"]
     assert not [f for f in results["train.py"].findings if f.code == "AM914" and not f.fixed]
     for text in (train, engine):
@@ -203,3 +207,22 @@ def test_second_run_changes_nothing(tmp_path, name) -> None:
     list(migrate_paths([root], Config(), write=True))
     again = _results([root])
     assert again[name].after == again[name].before
+
+
+def test_a_scheduler_the_engine_steps_per_batch_is_prepared(tmp_path) -> None:
+    """Alone, the set-up cannot see how the scheduler steps (AM206 leaves it out); in the
+    run, the engine steps it in its batch loop, so the set-up prepares it."""
+    train = TRAIN.replace(
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    scheduler = torch.optim.lr_scheduler.LinearLR(optimizer, total_iters=16)\n",
+    ).replace("engine.train_one_epoch(train_loader, model, optimizer, device)", "engine.train_one_epoch(train_loader, model, optimizer, device, scheduler)")
+    engine = ENGINE.replace("def train_one_epoch(loader, model, optimizer, device):", "def train_one_epoch(loader, model, optimizer, device, scheduler):")
+    engine = engine.replace("        optimizer.step()\n", "        optimizer.step()\n        scheduler.step()\n")
+    root = _project(tmp_path, **{"train.py": train, "engine.py": engine})
+    alone = _results([os.path.join(root, "train.py")])["train.py"]
+    assert any(f.code == "AM206" for f in alone.findings)
+    together = _results([root])
+    assert "valid_loader, scheduler = accelerator.prepare(" in together["train.py"].after
+    assert not any(f.code == "AM206" for f in together["train.py"].findings)
+    assert "def train_one_epoch(loader, model, optimizer, device, scheduler, *, accelerator):" in together["engine.py"].after
