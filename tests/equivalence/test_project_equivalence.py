@@ -1,0 +1,130 @@
+"""A set-up file and its engine module, migrated in one run (migrator/project.py), train like
+the original: the same losses on 1 process; on 2 processes at batch B the mean of the two
+local losses is the original's at 2B, step by step; and the evaluation the engine returns
+holds every sample on every process (gathered), so the accuracy the set-up computes from
+it is the model's, the same on both ranks."""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from migrator.api import migrate_paths
+from migrator.config import Config
+from tests.equivalence import runner
+
+pytestmark = pytest.mark.timeout(900)
+
+TRAIN = textwrap.dedent('''\
+    import sys
+
+    import torch
+
+    import engine
+
+
+    def main():
+        batch = int(sys.argv[1]) if len(sys.argv) > 1 else 8
+        torch.manual_seed(0)
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        x = torch.randn(64, 4)
+        y = (x.sum(dim=1, keepdim=True) > 0).float()
+        data = torch.utils.data.TensorDataset(x, y)
+        train_loader = torch.utils.data.DataLoader(data, batch_size=batch)
+        valid_loader = torch.utils.data.DataLoader(data, batch_size=batch)
+        model = torch.nn.Linear(4, 1)
+        model.to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+        for epoch in range(2):
+            engine.train_one_epoch(train_loader, model, optimizer, device, epoch)
+            outputs, targets = engine.evaluate(valid_loader, model, device)
+            correct = sum(int((o[0] > 0) == (t[0] > 0.5)) for o, t in zip(outputs, targets))
+            print(f"eval {epoch} count {len(outputs)} correct {correct}")
+
+
+    if __name__ == "__main__":
+        main()
+''')
+
+ENGINE = textwrap.dedent('''\
+    import torch
+
+
+    def train_one_epoch(loader, model, optimizer, device, epoch):
+        model.train()
+        for i, (x, y) in enumerate(loader):
+            x, y = x.to(device), y.to(device)
+            optimizer.zero_grad()
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x), y)
+            loss.backward()
+            optimizer.step()
+            print(f"epoch {epoch} step {i} loss {loss.item():.6f}")
+
+
+    def evaluate(loader, model, device):
+        model.eval()
+        outputs = []
+        targets = []
+        with torch.no_grad():
+            for x, y in loader:
+                x, y = x.to(device), y.to(device)
+                out = model(x)
+                outputs.extend(out.cpu().numpy().tolist())
+                targets.extend(y.cpu().numpy().tolist())
+        return outputs, targets
+''')
+
+_EVAL = re.compile(r"eval (\d+) count (\d+) correct (\d+)")
+
+
+def _write(folder: Path, files: dict[str, str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def _evals(output: str) -> list[tuple[str, ...]]:
+    return [m.groups() for m in _EVAL.finditer(output)]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("project")
+    original = _write(base / "original", {"train.py": TRAIN, "engine.py": ENGINE})
+    migrated = _write(base / "migrated", {"train.py": TRAIN, "engine.py": ENGINE})
+    results = {Path(r.path).name: r for r in migrate_paths([str(migrated)], Config(), write=True)}
+    assert "accelerator=accelerator" in results["train.py"].after
+    assert "*, accelerator)" in results["engine.py"].after
+    return original, migrated
+
+
+def test_one_process_trains_like_the_original(project) -> None:
+    original, migrated = project
+    before = runner.run(runner.python_cmd(original / "train.py", ["8"]), original, 180).check()
+    after = runner.run(runner.python_cmd(migrated / "train.py", ["8"]), migrated, 180).check()
+    assert [s.loss for s in after.steps] == pytest.approx([s.loss for s in before.steps], abs=1e-6)
+    assert _evals(after.output) == _evals(before.output)
+
+
+def test_two_processes_train_like_the_original_at_twice_the_batch(project) -> None:
+    original, migrated = project
+    for name in ("train.py", "engine.py"):  # every rank prints its local loss
+        path = migrated / name
+        path.write_text(re.sub(r"\baccelerator\.print\(", "print(", path.read_text()))
+    reference = runner.run(runner.python_cmd(original / "train.py", ["16"]), original, 180).check()
+    command = runner.accel_launch_cmd(migrated / "train.py", ["8"], 2)
+    run = runner.run(command, migrated, 300, env=runner.TEE_ENV).check()
+    assert sorted(run.ranks) == [0, 1]
+    means = [(a.loss + b.loss) / 2 for a, b in zip(run.ranks[0], run.ranks[1], strict=True)]
+    assert means == pytest.approx([s.loss for s in reference.steps], abs=1e-5)
+    assert not any(math.isnan(m) for m in means)
+    # gathered: each rank's evaluation covers all 64 samples and agrees with the other's
+    lines = [line.split("]:", 1)[-1] for line in run.output.splitlines() if "eval " in line]
+    evals = [m.groups() for line in lines for m in [_EVAL.search(line)] if m]
+    assert sorted(set(evals)) == sorted(set(_evals(reference.output)))
+    assert all(count == "64" for _, count, _ in evals) and len(evals) == 4
