@@ -75,17 +75,17 @@ class Precision:
         self.scaler.unscale_(optimizer)
         self._unscaled.add(id(optimizer))
 
-    def step(self, optimizer: torch.optim.Optimizer, closure: Any = None) -> bool:
-        """Step the optimizer; returns False when fp16 found inf/NaN gradients and skipped it."""
+    def step(self, optimizer: torch.optim.Optimizer, closure: Any = None) -> tuple[bool, Any]:
+        """Step the optimizer: (False when fp16 found inf/NaN gradients and skipped it, what
+        `optimizer.step` returned: the closure's loss for LBFGS-style optimizers)."""
         if self.scaler is None:
-            optimizer.step(closure) if closure is not None else optimizer.step()
-            return True
+            return True, optimizer.step(closure) if closure is not None else optimizer.step()
         scale_before = self.scaler.get_scale()
-        self.scaler.step(optimizer, closure) if closure is not None else self.scaler.step(optimizer)
+        result = self.scaler.step(optimizer, closure) if closure is not None else self.scaler.step(optimizer)
         self.scaler.update()
         self._unscaled.discard(id(optimizer))
         # GradScaler lowers the scale exactly when it skipped the step (Accelerate tests the same).
-        return self.scaler.get_scale() >= scale_before
+        return self.scaler.get_scale() >= scale_before, result
 
     @property
     def loss_scale(self) -> float:

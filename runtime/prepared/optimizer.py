@@ -49,11 +49,15 @@ class PreparedOptimizer(torch.optim.Optimizer):
         """True when the last step() did not update the parameters (accumulating, or fp16 overflow)."""
         return self._step_was_skipped
 
-    def step(self, closure: Any = None) -> None:  # type: ignore[override]
+    def step(self, closure: Any = None) -> Any:  # type: ignore[override]
+        """Step (unless accumulating); returns what the optimizer's step returns, so
+        `loss = optimizer.step(closure)` (LBFGS) keeps working. Accelerate returns None."""
         if not self._sync.sync_gradients:
             self._step_was_skipped = True
-            return
-        self._step_was_skipped = not self._precision.step(self.optimizer, closure)
+            return None
+        stepped, result = self._precision.step(self.optimizer, closure)
+        self._step_was_skipped = not stepped
+        return result
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         if self._sync.sync_gradients:

@@ -127,3 +127,21 @@ def test_unwrap_save_and_load_state_round_trip(tmp_path):
     more.prepare(nn.Linear(2, 1))  # a second model the checkpoint does not have
     with pytest.raises(FileNotFoundError, match="same objects prepared in the same order"):
         more.load_state(tmp_path / "state")
+
+
+def test_a_closure_step_returns_the_closures_loss_as_torch_does():
+    torch.manual_seed(0)
+    model = nn.Linear(2, 1)
+    x, y = torch.randn(8, 2), torch.randn(8, 1)
+    acc = Accelerator(cpu=True)
+    model, optimizer = acc.prepare(model, torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=2))
+
+    def closure():
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        acc.backward(loss)
+        return loss
+
+    first = optimizer.step(closure)
+    assert isinstance(first, torch.Tensor) and first.ndim == 0
+    assert optimizer.step(closure).item() < first.item()
