@@ -152,17 +152,42 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
     files = project.index({i.path: i.source.data for i in readable})
     if not project.candidates(files):
         return
-    target = "accelerate" if readable[0].config.target.value == "accelerate" else "runtime"
+    outside = _beside(readable)
+
+    def target(path: str) -> str:
+        return "accelerate" if by_path[path].config.target.value == "accelerate" else "runtime"
 
     def migrate(path: str, calls: tuple[str, ...], stub: str, stepped: tuple[str, ...]) -> FileResult:
         item = by_path[path]
         config = replace(item.config, project_calls=calls, project_callers=stub, project_stepped=stepped)
         return _cached(store, item, config, lambda: _migrate_in_project(item, config, stub))
 
-    outcome, results = project.decide(files, migrate, target)
+    outcome, results = project.decide(files, migrate, target, outside)
     for path, result in results.items():
         item = by_path[path]
         item.result, item.task = result, None
+
+
+def _beside(items: list[_File], limit: int = 500) -> dict[str, str]:
+    """The Python files in the folders of the run's files that the run does not include:
+    a caller there would not be updated (a file the run names is never read twice)."""
+    run = {os.path.abspath(i.path) for i in items}
+    out: dict[str, str] = {}
+    for folder in sorted({os.path.dirname(a) for a in run}):
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(folder, name)
+            if not name.endswith(".py") or path in run or len(out) >= limit:
+                continue
+            try:
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    out[path] = fh.read()
+            except OSError:
+                continue
+    return out
 
 
 def _cached(store: Cache | None, item: _File, config: Config, compute: Callable[[], FileResult]) -> FileResult:

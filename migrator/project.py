@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -75,6 +76,7 @@ class FileIndex:
     calls: list[Call] = field(default_factory=list)
     values: set[tuple[str, str]] = field(default_factory=set)  # run functions used as values here
     local_uses: set[str] = field(default_factory=set)  # names of own functions read in this file
+    words: set[str] = field(default_factory=set)  # every identifier the file mentions
 
 
 def index(sources: dict[str, str]) -> dict[str, FileIndex]:
@@ -205,6 +207,12 @@ def _index_file(path: str, tree: ast.Module, run: dict[str, str], root: str) -> 
                 result.values.add(target)
         if isinstance(node, ast.Name) and id(node) not in called:
             result.local_uses.add(node.id)
+        if isinstance(node, ast.Name):
+            result.words.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            result.words.add(node.attr)
+        elif isinstance(node, ast.alias):
+            result.words.update({node.name.split(".")[-1], node.asname or ""})
     return result
 
 
@@ -234,9 +242,12 @@ def _bound_elsewhere(tree: ast.Module) -> set[str]:
     return names
 
 
-def candidates(files: dict[str, FileIndex]) -> set[tuple[str, str]]:
+def candidates(files: dict[str, FileIndex], outside: dict[str, str] | None = None) -> set[tuple[str, str]]:
     """Functions that may be threaded: called from another file of the run, threadable,
-    never used as a value in the run, and not in a file that itself calls a threaded one."""
+    never used as a value in the run, not named by a file of the run through a route the
+    index does not follow (a re-export), nor by a file beside the run's files that is not
+    in it (`outside`: path → text; a caller we would not update), and not in a file that
+    itself calls a threaded one."""
     used_as_value = set().union(*(f.values for f in files.values())) if files else set()
     out = set()
     for f in files.values():
@@ -250,8 +261,26 @@ def candidates(files: dict[str, FileIndex]) -> set[tuple[str, str]]:
             if any(k == ACCELERATOR for k, _ in call.keywords):
                 continue
             out.add(call.target)
+    out = {t for t in out if not _unfollowed(files, t) and not _named_outside(outside or {}, t)}
     callers = {f.path for f in files.values() for c in f.calls if c.target in out}
     return {t for t in out if t[0] not in callers}
+
+
+def _unfollowed(files: dict[str, FileIndex], target: tuple[str, str]) -> bool:
+    """A file of the run (not the engine) names the function but has no call the index
+    resolved to it: it may reach it some other way (`from pkg import train_fn`, re-exported)."""
+    for f in files.values():
+        if f.path != target[0] and target[1] in f.words and not any(c.target == target for c in f.calls):
+            return True
+    return False
+
+
+def _named_outside(outside: dict[str, str], target: tuple[str, str]) -> bool:
+    stem = os.path.splitext(os.path.basename(target[0]))[0]
+    if stem == "__init__":
+        stem = os.path.basename(os.path.dirname(target[0]))
+    pattern = re.compile(rf"\b{re.escape(target[1])}\b")
+    return any(stem in text and pattern.search(text) for text in outside.values())
 
 
 @dataclass(frozen=True)
@@ -266,13 +295,14 @@ class Outcome:
 def decide(
     files: dict[str, FileIndex],
     migrate: Callable[[str, tuple[str, ...], str, tuple[str, ...]], FileResult],
-    target_import: str,
+    target_import: Callable[[str], str],
+    outside: dict[str, str] | None = None,
 ) -> tuple[Outcome, dict[str, FileResult]]:
     """Run the callers and engines with the threaded set until nothing is dropped.
     `migrate(path, calls, stub, stepped)` migrates one file with that context (the stub
     already cut off again; `stepped`: its schedulers the threaded functions step per batch).
     Returns the outcome and the results of the files that had a context."""
-    threaded = candidates(files)
+    threaded = candidates(files, outside)
     for _ in range(_ROUNDS):
         if not threaded:
             return Outcome(frozenset(), {}, {}), {}
@@ -290,7 +320,7 @@ def decide(
         stubs = {}
         for engine in sorted({t[0] for t in threaded}):
             mine = sorted(t for t in threaded if t[0] == engine)
-            stub = _stub(files, mine, prepared, target_import)
+            stub = _stub(files, mine, prepared, target_import(engine))
             if stub is None:
                 dropped |= set(mine)
                 continue
@@ -439,8 +469,8 @@ def _stub(files, mine, prepared, target_import: str) -> str | None:
             return None  # an argument the callers leave to its default sits between given ones
         lines.append(f"    {target[1]}({', '.join(args)})\n")
     params = sorted(kinds)
-    if ACCELERATOR in params:
-        return None
+    if {ACCELERATOR, "torch", "Accelerator", STUB} & set(params):
+        return None  # the stub's own names
     head = [f"def {STUB}({', '.join(p for p in params if kinds[p] == 'other')}):\n",
             "    import torch\n",
             f"    from {target_import} import Accelerator\n",

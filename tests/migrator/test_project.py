@@ -227,3 +227,24 @@ def test_a_scheduler_the_engine_steps_per_batch_is_prepared(tmp_path) -> None:
     assert "valid_loader, scheduler = accelerator.prepare(" in together["train.py"].after
     assert not any(f.code == "AM206" for f in together["train.py"].findings)
     assert "def train_one_epoch(loader, model, optimizer, device, scheduler, *, accelerator):" in together["engine.py"].after
+
+
+def test_a_caller_beside_the_run_that_the_run_leaves_out_keeps_the_function(tmp_path) -> None:
+    """`accel-migrate train.py engine.py` while `report.py` beside them also calls
+    `engine.evaluate`: it would not be updated, so `evaluate` is not threaded."""
+    report = "import engine\n\n\ndef run(loader, model):\n    return engine.evaluate(loader, model, 'cpu')\n"
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE, "report.py": report})
+    results = _results([os.path.join(root, "train.py"), os.path.join(root, "engine.py")])
+    assert "def evaluate(loader, model, device):" in results["engine.py"].after
+    assert "def train_one_epoch(loader, model, optimizer, device, *, accelerator):" in results["engine.py"].after
+    with_report = _results([root])
+    assert "def evaluate(loader, model, device, *, accelerator):" not in with_report["engine.py"].after  # report.run has no Accelerator
+
+
+def test_a_function_reached_through_a_re_export_is_not_threaded(tmp_path) -> None:
+    train = TRAIN.replace("import engine\n", "import engine\nfrom pkg import evaluate\n")
+    root = _project(tmp_path, **{
+        "train.py": train, "engine.py": ENGINE, "pkg/__init__.py": "from engine import evaluate\n",
+    })
+    results = _results([root])
+    assert "def evaluate(loader, model, device):" in results["engine.py"].after
