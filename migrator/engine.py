@@ -16,6 +16,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper
 
 from migrator.analysis import ScriptAnalysis, analyze
+from migrator.analysis.walk import walk
 from migrator.config import Config
 from migrator.edits import EditPlan, apply_edits
 from migrator.findings import Finding, Position
@@ -166,7 +167,7 @@ def _dispatch(analysis: ScriptAnalysis, visitors: Sequence[Rule]) -> None:
         for key, name in handlers:
             walked.setdefault(key, []).append(getattr(visitor, name))
     if walked:
-        analysis.module.visit(_Dispatcher(walked))
+        walk(analysis.module, _Dispatcher(walked))
 
 
 def _unused_suppressions(

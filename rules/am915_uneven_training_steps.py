@@ -8,6 +8,7 @@ import libcst as cst
 
 from migrator.analysis import dotted_name
 from migrator.rule import Example, Rule
+from migrator.analysis.walk import walk
 
 
 class UnevenTrainingSteps(Rule):
@@ -64,13 +65,13 @@ class UnevenTrainingSteps(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         trainers = {
-            f.name.value for f in self.analysis.nodes("FunctionDef") if _has_backward(f)
+            f.name.value for f in self.analysis.nodes("FunctionDef") if self._first_training_call(f, set()) is not None
         }
         for loop in [*self.analysis.nodes("For"), *self.analysis.nodes("While")]:
             why = _uneven(loop)
             if why is None:
                 continue
-            found = _first_training_call(loop, trainers)
+            found = self._first_training_call(loop, trainers)
             if found is not None:
                 what = cst.Module([]).code_for_node(found.func).strip() + "()"
                 self.report(found, what=f"`{what}`", why=why)
@@ -78,10 +79,21 @@ class UnevenTrainingSteps(Rule):
             test = cst.Module([]).code_for_node(branch.test).strip()
             if not _BUFFER_TEST.search(test):
                 continue
-            found = _first_training_call(branch.body, trainers)
+            found = self._first_training_call(branch.body, trainers)
             if found is not None:
                 what = cst.Module([]).code_for_node(found.func).strip() + "()"
                 self.report(found, what=f"`{what}`", why=f"only `if {test}`, a count each process reaches at its own pace")
+
+    def _first_training_call(self, node: cst.CSTNode, trainers: set[str]) -> cst.Call | None:
+        """The first `x.backward(...)` / `accelerator.backward(...)` or call of a function
+        in `trainers` under `node`."""
+        for call in self.analysis.nodes_under(node, "Call"):
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "backward":
+                return call
+            if isinstance(func, cst.Name) and func.value in trainers:
+                return call
+        return None
 
 
 # A replay buffer's fill level, tested before training starts (`if memory.size() > 2000:`).
@@ -122,28 +134,7 @@ def _breaks(loop: cst.CSTNode) -> bool:
             nonlocal found
             found = True
 
-    loop.body.visit(_Find())
+    walk(loop.body, _Find())
     return found
 
 
-def _has_backward(node: cst.CSTNode) -> bool:
-    return _first_training_call(node, set()) is not None
-
-
-def _first_training_call(node: cst.CSTNode, trainers: set[str]) -> cst.Call | None:
-    """The first `x.backward(...)` / `accelerator.backward(...)` or call of a function
-    in `trainers` under `node`."""
-    found: list[cst.Call] = []
-
-    class _Find(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            func = call.func
-            if found:
-                return
-            if isinstance(func, cst.Attribute) and func.attr.value == "backward":
-                found.append(call)
-            elif isinstance(func, cst.Name) and func.value in trainers:
-                found.append(call)
-
-    node.visit(_Find())
-    return found[0] if found else None

@@ -14,7 +14,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from migrator.analysis.branches import Audience, ProcessBranches, RankBranch
-from migrator.analysis.collect import Binding, Facts, collect, node_tables
+from migrator.analysis.collect import Binding, Facts, NodeTables, collect, node_tables
 from migrator.analysis.distributed import local_rank_names
 from migrator.analysis.device_choice import chosen_again_in, options_guard
 from migrator.analysis.device import (
@@ -94,6 +94,7 @@ class ScriptAnalysis:
     _by_type: Mapping[str, list[cst.CSTNode]]
     _order: Mapping[cst.CSTNode, int]
     patterns: Patterns | None = None  # hand-written AMP, accumulation, distribution, metrics
+    _tables: NodeTables | None = None  # for nodes_under()
 
     # lookups ---------------------------------------------------------------------
     @property
@@ -153,6 +154,17 @@ class ScriptAnalysis:
     def nodes(self, type_name: str) -> list[cst.CSTNode]:
         """Every node of one type (e.g. "Call"), in document order, without a walk."""
         return self._by_type.get(type_name, [])
+
+    @property
+    def parents(self) -> Mapping[cst.CSTNode, cst.CSTNode]:
+        """child → parent for every node but the module."""
+        return self._parents
+
+    def nodes_under(self, node: cst.CSTNode, type_name: str) -> list[cst.CSTNode]:
+        """Every node of one type inside `node` (itself included), in document order,
+        without a walk."""
+        assert self._tables is not None
+        return self._tables.under(node, type_name)
 
     def statement_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The smallest statement (a small statement, or a compound one) around `node`."""
@@ -246,6 +258,7 @@ def analyze(wrapper: MetadataWrapper, *, batch_stepped: frozenset[str] = frozens
         _parents=parents,
         _by_type=by_type,
         _order=tables.order,
+        _tables=tables,
         patterns=patterns,
     )
 

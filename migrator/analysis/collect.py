@@ -6,12 +6,14 @@ the scope it lives in; nothing here decides what anything *is* (that is roles.py
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Union
 
 import libcst as cst
 
 from migrator.analysis.names import ImportTable, dotted_name
+from migrator.analysis.walk import children, walk
 
 Scope = Union[cst.Module, cst.FunctionDef]
 
@@ -133,12 +135,12 @@ class Collector(cst.CSTVisitor):
         f.params[id(node)] = tuple(p.name.value for p in every)
         for p in every:
             if p.default is not None:
-                p.default.visit(self)
+                walk(p.default, self)
         for deco in node.decorators:
-            deco.visit(self)
+            walk(deco, self)
         self._scopes.append(node)
         saved_loops, self._loops = self._loops, []
-        node.body.visit(self)
+        walk(node.body, self)
         self._loops = saved_loops
         self._scopes.pop()
         return False
@@ -146,14 +148,14 @@ class Collector(cst.CSTVisitor):
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         self.facts.classes[node.name.value] = node
         for arg in node.bases:
-            arg.value.visit(self)
+            walk(arg.value, self)
         self._classes.append(node)
-        node.body.visit(self)
+        walk(node.body, self)
         self._classes.pop()
         return False
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
-        node.body.visit(self)
+        walk(node.body, self)
         return False
 
     # statements ---------------------------------------------------------------
@@ -224,11 +226,11 @@ class Collector(cst.CSTVisitor):
         )
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
+        walk(node.value, self)
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
+        walk(node.value, self)
         return False
 
     def visit_Name(self, node: cst.Name) -> None:
@@ -237,38 +239,62 @@ class Collector(cst.CSTVisitor):
         self.facts.loads.append(NameLoad(node.value, node, self._scopes[-1]))
 
 
-class _NodeTables(cst.CSTVisitor):
-    """One plain traversal recording child → parent (what LibCST's ParentNodeProvider
-    computes, without its batched-visitor overhead) and every node by type name, in
-    document order (so rules and analyses can visit one node type without walking)."""
+@dataclass
+class NodeTables:
+    """child → parent (what LibCST's ParentNodeProvider computes), every node by type name
+    in document order (so rules and analyses can visit one node type without walking), the
+    document order (pre-order index) of every node, and of the last node under each."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.parents: dict[cst.CSTNode, cst.CSTNode] = {}
-        self.by_type: dict[str, list[cst.CSTNode]] = {}
-        self.order: dict[cst.CSTNode, int] = {}
-        self._stack: list[cst.CSTNode] = []
+    parents: dict[cst.CSTNode, cst.CSTNode] = field(default_factory=dict)
+    by_type: dict[str, list[cst.CSTNode]] = field(default_factory=dict)
+    order: dict[cst.CSTNode, int] = field(default_factory=dict)
+    last: dict[cst.CSTNode, int] = field(default_factory=dict)
+    _orders: dict[str, list[int]] = field(default_factory=dict)
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self._stack:
-            self.parents[node] = self._stack[-1]
-        self.order[node] = len(self.order)
-        self.by_type.setdefault(type(node).__name__, []).append(node)
-        self._stack.append(node)
-        return True
+    def under(self, node: cst.CSTNode, type_name: str) -> list[cst.CSTNode]:
+        """Every node of one type inside `node` (itself included), in document order:
+        a slice of `by_type`, found by bisection, without a walk."""
+        nodes = self.by_type.get(type_name)
+        if not nodes:
+            return []
+        orders = self._orders.get(type_name)
+        if orders is None:
+            orders = self._orders[type_name] = [self.order[n] for n in nodes]
+        return nodes[bisect_left(orders, self.order[node]):bisect_right(orders, self.last[node])]
 
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self._stack.pop()
 
-
-def node_tables(module: cst.Module) -> _NodeTables:
-    """Parents, nodes by type name and document order for the whole module."""
-    visitor = _NodeTables()
-    module.visit(visitor)
-    return visitor
+def node_tables(module: cst.Module) -> NodeTables:
+    """Parents, nodes by type name and document order for the whole module, in one
+    read-only walk (walk.py: LibCST's visit would rebuild every node)."""
+    tables = NodeTables()
+    parents, by_type, order, last = tables.parents, tables.by_type, tables.order, tables.last
+    order[module] = 0
+    by_type["Module"] = [module]
+    stack = [(module, children(module), 0)]  # iterative: deep expressions would overflow recursion
+    while stack:
+        parent, kids, i = stack.pop()
+        while i < len(kids):
+            node = kids[i]
+            i += 1
+            parents[node] = parent
+            order[node] = len(order)
+            name = type(node).__name__
+            if name in by_type:
+                by_type[name].append(node)
+            else:
+                by_type[name] = [node]
+            grandchildren = children(node)
+            if grandchildren:
+                stack.append((parent, kids, i))
+                stack.append((node, grandchildren, 0))
+                break
+            last[node] = len(order) - 1
+        else:
+            last[parent] = len(order) - 1
+    return tables
 
 
 def collect(module: cst.Module) -> Facts:
     collector = Collector()
-    module.visit(collector)
+    walk(module, collector)
     return collector.facts
