@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper
 
 from migrator.analysis.branches import Audience, ProcessBranches, RankBranch
 from migrator.analysis.collect import Binding, Facts, NodeTables, collect, node_tables
@@ -29,6 +29,7 @@ from migrator.analysis.manual_update import hand_update_block, hand_updated_mode
 from migrator.analysis.loop import Block, backward_loops, enclosing_block, training_functions
 from migrator.analysis.names import ImportTable, dotted_name
 from migrator.analysis.patterns import Patterns, find_patterns
+from migrator.analysis.positions import positions as module_positions
 from migrator.analysis.plan import LenUse, PreparePlan, len_uses, make_plan
 from migrator.analysis.reach import accelerator_at, accelerator_home
 from migrator.analysis.roles import Role, RoleTable, assign_roles, module_classes, peel_moves, role_of_value
@@ -203,7 +204,7 @@ def analyze(wrapper: MetadataWrapper, *, batch_stepped: frozenset[str] = frozens
     module = wrapper.module
     tables = node_tables(module)
     parents, by_type = tables.parents, tables.by_type
-    positions = _Lazy(lambda: wrapper.resolve(PositionProvider))
+    positions = _Lazy(lambda: module_positions(module))
     parent = parents.get
     facts = collect(module)
     facts.by_type, facts.order = tables.by_type, tables.order
@@ -359,7 +360,7 @@ def _wrap_block(facts: Facts, roles: RoleTable, parent, optimizers: list[Binding
             continue
         if facts.imports.qualify(value.func) not in WRAPPERS or roles.of(b.name) is not Role.MODEL:
             continue
-        if dotted_name(value.args[0].value) != b.name or not isinstance(b.scope, cst.FunctionDef):
+        if not isinstance(b.scope, cst.FunctionDef):
             continue
         if any(o.scope is b.scope for o in optimizers):
             return enclosing_block(b.statement, parent)
