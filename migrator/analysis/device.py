@@ -173,7 +173,7 @@ def droppable_moves(facts: Facts, roles, moves, prepared: set[str], placed: froz
             if fact is not None and _places_receiver(facts, receiver, fact, placed, _line_order(facts, move.call, parent)):
                 out.add(id(move.call))
             continue
-        if _is_prepared_construction(move.call, prepared_values, parent):
+        if _is_prepared_construction(move.call, prepared_values, parent, facts.imports):
             out.add(id(move.call))
             continue
         batch = set().union(*(loop_batches.get(id(l), set()) for l in fact.loops)) if fact else set()
@@ -278,13 +278,22 @@ def _callers_pass_prepared(facts: Facts, function: cst.FunctionDef, param: str, 
     return True
 
 
-def _is_prepared_construction(call: cst.Call, prepared_values: set[int], parent) -> bool:
-    """`model = Net().to(device)`: the move sits in the value chain of a prepared binding."""
+def _is_prepared_construction(call: cst.Call, prepared_values: set[int], parent, imports: ImportTable | None = None) -> bool:
+    """`model = Net().to(device)`: the move sits in the value chain of a prepared binding,
+    or in the module a hand-made wrap of one receives (`self.model = DDP(model.to(gpu),
+    ...)`: the wrap goes, and prepare() places what is left)."""
+    from migrator.analysis.distributed import WRAPPERS
+
     current: cst.CSTNode | None = call
     while current is not None:
         if id(current) in prepared_values:
             return True
         up = parent(current)
+        if isinstance(up, cst.Arg) and up.keyword is None and imports is not None:
+            wrap = parent(up)
+            if isinstance(wrap, cst.Call) and wrap.args and wrap.args[0] is up and imports.qualify(wrap.func) in WRAPPERS:
+                current = wrap
+                continue
         if not (isinstance(up, cst.Attribute) or (isinstance(up, cst.Call) and up.func is current)):
             return False
         current = up

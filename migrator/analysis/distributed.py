@@ -712,7 +712,12 @@ def distribution_facts(
         if statement is not None:
             b.boilerplate.append(statement)
     rank_tests = b.rank_tests()
-    b.vanishing |= {id(t.node) for t in rank_tests} | {id(w.call) for w in wraps} | {id(s) for s in b.boilerplate}
+    # a wrap replaced by the module it receives keeps that module's expression (and the
+    # names it reads: `DDP(model.to(gpu), device_ids=[gpu])` → `model.to(gpu)`)
+    kept = {id(w.inner) for w in wraps if w.statement is None}
+    b.vanishing |= {id(t.node) for t in rank_tests} | {id(s) for s in b.boilerplate} | {
+        id(arg) for w in wraps for arg in w.call.args if id(arg.value) not in kept
+    } | {id(w.call) for w in wraps if w.statement is not None}
     device_strings = _rank_device_strings(facts, parent)
     b.vanishing |= {id(d) for d in device_strings}
     plumbing = b.plumbing()

@@ -183,19 +183,28 @@ def make_plan(
 
 
 def _follow_aliases(facts: Facts, block: Block, latest: dict[str, _Candidate], owners: set[str]) -> None:
-    """`self.model = model.to(gpu_id)` in the block: `self.model` is what trains from here
-    on, so it is prepared in place of the parameter `model` it was bound from (and it
-    owns what `model` owned)."""
+    """`self.model = model.to(gpu_id)` (or `= DDP(model.to(gpu_id), ...)`) in the block:
+    `self.model` is what trains from here on, so it is prepared in place of the parameter
+    `model` it was bound from (and it owns what `model` owned)."""
     from migrator.analysis.roles import peel_moves
 
     for b in facts.bindings:
         if b.scope is not block.scope or b.element is not None or b.name not in latest:
             continue
-        source = dotted_name(peel_moves(b.value)) if b.value is not None else None
+        source = dotted_name(peel_moves(_wrapped_module(facts, b.value))) if b.value is not None else None
         if source and source != b.name and source in latest and latest[source].binding is None:
             if source in owners:
                 owners.add(b.name)
             del latest[source]
+
+
+def _wrapped_module(facts: Facts, value: cst.BaseExpression) -> cst.BaseExpression:
+    """`DDP(model.to(gpu), ...)` → `model.to(gpu)`: what a hand-made wrap receives."""
+    from migrator.analysis.distributed import WRAPPERS
+
+    if isinstance(value, cst.Call) and value.args and facts.imports.qualify(value.func) in WRAPPERS:
+        return value.args[0].value
+    return value
 
 
 def _parameters(facts: Facts, block: Block) -> tuple[str, ...]:

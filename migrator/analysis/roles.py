@@ -164,14 +164,14 @@ _DISTRIBUTED_WRAPS = {"DistributedDataParallel", "DataParallel"}
 
 
 def _wrapped_models(facts: Facts) -> list[str]:
-    """`self.model = DDP(self.model, device_ids=[...])`: what a script wraps for
-    distribution by hand is a model, whatever it was built from."""
+    """`self.model = DDP(self.model, device_ids=[...])`, `self.model = DDP(model.to(gpu))`:
+    what a script wraps for distribution by hand is a model, whatever it was built from."""
     out = []
     for b in facts.bindings:
         value = b.value
         if b.element is None and isinstance(value, cst.Call) and value.args:
             last = (facts.imports.qualify(value.func) or dotted_name(value.func) or "").rsplit(".", 1)[-1]
-            if last in _DISTRIBUTED_WRAPS and dotted_name(value.args[0].value) == b.name:
+            if last in _DISTRIBUTED_WRAPS:  # `self.model = DDP(model.to(gpu), ...)` too
                 out.append(b.name)
     return out
 

@@ -230,3 +230,16 @@ def test_a_device_spelled_from_the_local_rank_for_map_location() -> None:
         'loc = f"cuda:{gpu}"',
         'other = torch.load("b.pt", map_location=f"cuda:{gpu}")',
     ]  # `shown` is printed: a string it stays
+
+
+def test_a_wrap_replaced_by_its_module_keeps_what_the_module_reads() -> None:
+    code = TORCHRUN_TRAINER.replace(
+        "        self.model = model.to(self.gpu)\n", ""
+    ).replace("self.model = DDP(self.model, device_ids=[self.gpu])", "self.model = DDP(MODULE, device_ids=[self.gpu])")
+    # the move inside the wrap goes with it (prepare places the model), so nothing reads the rank
+    moved = _analyze(code.replace("MODULE", "model.to(self.gpu)"))
+    assert {_code(moved, m.call) for m in moved.device_moves if id(m.call) in moved.droppable_moves} >= {"model.to(self.gpu)"}
+    assert [p.statement is not None for p in moved.patterns.distribution.plumbing] == [True]
+    # a module built from the rank still reads it once DDP(...) is gone: the binding stays
+    built = _analyze(code.replace("MODULE", "make(self.gpu)"))
+    assert [p.statement is not None for p in built.patterns.distribution.plumbing] == [False]
