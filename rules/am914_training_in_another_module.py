@@ -135,7 +135,7 @@ class TrainingInAnotherModule(Rule):
                 continue
             if any(a.keyword is not None and a.keyword.value == "accelerator" for a in c.node.args):
                 continue
-            module = c.func.rpartition(".")[0] or (c.qualified or "").rpartition(".")[0] or "another file"
+            module = (c.qualified or "").rpartition(".")[0] or c.func.rpartition(".")[0] or "another file"
             what = _given(analysis, c.node) or "arguments"
             reach = analysis.accelerator_at(c.node)
             if reach is None:
