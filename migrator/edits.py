@@ -7,7 +7,7 @@ shown, and the engine applies the accepted ones here, matched by node identity.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence, Union
+from typing import Iterable, Mapping, Sequence, Union
 
 import libcst as cst
 
@@ -133,8 +133,9 @@ def _contains(outer: _Span, inner: _Span) -> bool:
 
 
 class _Applier(cst.CSTTransformer):
-    def __init__(self, edits: Iterable[Edit]) -> None:
+    def __init__(self, edits: Iterable[Edit], descend: set[int] | None = None) -> None:
         super().__init__()
+        self._descend = descend  # None: every node; else only these (by id)
         self._replacement: dict[int, Replacement] = {}
         self._before: dict[int, list[cst.BaseStatement]] = {}
         self._after: dict[int, list[cst.BaseStatement]] = {}
@@ -150,6 +151,8 @@ class _Applier(cst.CSTTransformer):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         self._comments.enter(node)
+        if self._descend is not None and id(node) not in self._descend:
+            return False  # nothing to change below: kept as it is, not rebuilt
         return super().on_visit(node)
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
@@ -190,9 +193,48 @@ class _Applier(cst.CSTTransformer):
         return updated
 
 
-def apply_edits(module: cst.Module, fixes: Sequence[Fix]) -> cst.Module:
-    """Apply every edit of the accepted fixes in one traversal."""
+def apply_edits(
+    module: cst.Module, fixes: Sequence[Fix], parents: Mapping[cst.CSTNode, cst.CSTNode] | None = None
+) -> cst.Module:
+    """Apply every edit of the accepted fixes in one traversal. With `parents` (child →
+    parent for every node of `module`), the traversal enters only the nodes on the way to
+    an edited node: the rest of the module is kept as it is instead of rebuilt node by node."""
     edits = [e for fix in fixes for e in fix.edits]
     if not edits:
         return module
-    return module.visit(_Applier(edits))
+    descend = _on_the_way(module, edits, parents) if parents is not None else None
+    return module.visit(_Applier(edits, descend))
+
+
+def _on_the_way(module: cst.Module, edits: Sequence[Edit], parents: Mapping[cst.CSTNode, cst.CSTNode]) -> set[int] | None:
+    """The ids of the nodes the applier must enter: the ancestors of every edited node, and
+    every node of the module that an edit puts back in (with what is around and under it),
+    so that the module's copy of it is rebuilt as before and no node object ends up twice
+    in the result. None (enter everything) when an edited node is not in `module`."""
+    from migrator.analysis.walk import children, descendants  # analysis imports this module
+
+    descend: set[int] = set()
+
+    def enter_path(node: cst.CSTNode | None) -> None:
+        while node is not None and id(node) not in descend:
+            descend.add(id(node))
+            node = parents.get(node)
+
+    for edit in edits:
+        if edit.node is not module and edit.node not in parents:
+            return None
+        enter_path(parents.get(edit.node))
+        replacement = edit.replacement
+        stack: list[cst.CSTNode] = [*edit.before, *edit.after]
+        if isinstance(replacement, cst.CSTNode):
+            stack.append(replacement)
+        elif isinstance(replacement, cst.FlattenSentinel):
+            stack.extend(replacement.nodes)
+        while stack:
+            node = stack.pop()
+            if node in parents or node is module:
+                enter_path(node)
+                descend.update(id(n) for n in descendants(node))
+            else:
+                stack.extend(children(node))
+    return descend

@@ -220,7 +220,7 @@ def migrate_module(
                 if edit.replaces:
                     rng = analysis.position(edit.node)
                     touched.update(lines.original(n) for n in range(rng.start.line, rng.end.line + 1))
-        module = apply_imports(apply_edits(module, plan.accepted), plan.accepted)
+        module = apply_imports(apply_edits(module, plan.accepted, analysis.parents), plan.accepted)
         code = module.code
         lines.advance(code)
     analysis, reports = _run_rules(module, rules, config, path, unused, code)
