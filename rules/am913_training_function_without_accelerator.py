@@ -52,9 +52,19 @@ class TrainingFunctionWithoutAccelerator(Rule):
             optimizer.step()
     ```
 
+    ## With its callers in the same run
+    `accel-migrate train.py engine.py` (or the folder) migrates the two as one program:
+    the function gets a keyword-only `accelerator` parameter and the rules of a single
+    script, and every call in the run passes `accelerator=accelerator` (AM914). This
+    finding is then not given. It stays, and nothing changes, when the function is run
+    alone, or when some call of it in the run has no Accelerator to pass, it is used as a
+    value, or a file beside the run that is not in it calls it (a caller that would not be
+    updated).
+
     ## Known limits
-    The migrator works on one file at a time here: it does not change the function's
-    signature, because the callers in other files would not pass the new argument.
+    Run alone, the migrator does not change the function's signature, because the
+    callers in other files would not pass the new argument. Methods of a class in another
+    module (a `Trainer` built by the set-up) are not threaded yet.
 
     ## See also
     - AM912 (optimizer-free-training): a script that trains with no optimizer at all.
