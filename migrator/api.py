@@ -153,6 +153,9 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
     if not project.candidates(files):
         return
     outside = _beside(readable)
+    for item in items:  # notebooks, and files the index cannot parse: callers it cannot follow
+        if item.source is not None and item.path not in files:
+            outside[item.path] = item.source.data.decode("utf-8", "replace")
 
     def target(path: str) -> str:
         return "accelerate" if by_path[path].config.target.value == "accelerate" else "runtime"

@@ -248,3 +248,15 @@ def test_a_function_reached_through_a_re_export_is_not_threaded(tmp_path) -> Non
     })
     results = _results([root])
     assert "def evaluate(loader, model, device):" in results["engine.py"].after
+
+
+def test_a_notebook_of_the_run_that_calls_the_function_keeps_it(tmp_path) -> None:
+    import json
+
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+            "source": ["import engine\n", "engine.evaluate(loader, model, 'cpu')\n"]}
+    notebook = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE, "explore.ipynb": json.dumps(notebook)})
+    results = _results([root])
+    assert "def evaluate(loader, model, device):" in results["engine.py"].after
+    assert "def train_one_epoch(loader, model, optimizer, device, *, accelerator):" in results["engine.py"].after
