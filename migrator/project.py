@@ -13,7 +13,9 @@ two are migrated together, whole or not at all:
 - A function is *threaded* (it gets a keyword-only `accelerator` parameter) when it
   trains or evaluates (a `.backward(`, or a loop in it), is called from another file of
   the run, is never used there as a value, and can take the keyword (no `**kwargs`, no
-  `accelerator` parameter yet, defined once).
+  `accelerator` parameter yet, defined once). A class that trains with what it is given
+  (`Trainer(model, optimizer, loader)`, its own `__init__`, no subclass) is threaded the
+  same way: `__init__` takes the keyword and stores `self.accelerator` (AM002's classes).
 - The callers are migrated with `Config.project_calls` naming the call spellings that
   pass `accelerator=...` (AM914 writes it where an Accelerator reaches the call, and
   reports it where none does).
@@ -56,6 +58,7 @@ class Function:
     kwonly: tuple[str, ...]
     threadable: bool
     batch_stepped: frozenset[str] = frozenset()  # parameters it calls `.step()` on inside a loop
+    is_class: bool = False  # a class: `params` are its __init__'s, the keyword goes there
 
 
 @dataclass
@@ -102,19 +105,28 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             seen[node.name] = seen.get(node.name, 0) + 1
+    bases = {b.id for n in ast.walk(tree) if isinstance(n, ast.ClassDef) for b in n.bases if isinstance(b, ast.Name)}
     out = {}
     for node in tree.body:
-        if not isinstance(node, ast.FunctionDef):
+        init = _init_of(node) if isinstance(node, ast.ClassDef) and node.name not in bases else None
+        function = node if isinstance(node, ast.FunctionDef) else init
+        if function is None:
             continue
-        a = node.args
-        params = tuple(p.arg for p in [*a.posonlyargs, *a.args])
+        a = function.args
+        params = tuple(p.arg for p in [*a.posonlyargs, *a.args])[1 if init else 0:]  # a class: __init__ less self
         kwonly = tuple(p.arg for p in a.kwonlyargs)
         ok = (
             seen.get(node.name) == 1 and a.kwarg is None and not node.decorator_list
             and ACCELERATOR not in params + kwonly and not a.posonlyargs and _trains(node)
         )
-        out[node.name] = Function(node.name, params, kwonly, ok, _stepped_in_loops(node, set(params + kwonly)))
+        out[node.name] = Function(node.name, params, kwonly, ok, _stepped_in_loops(node, set(params + kwonly)), init is not None)
     return out
+
+
+def _init_of(cls: ast.ClassDef) -> ast.FunctionDef | None:
+    """The `__init__` a class defines itself (a class that trains with what it is given:
+    AM002 passes the Accelerator to it and its methods use `self.accelerator`)."""
+    return next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
 
 
 def _stepped_in_loops(function: ast.FunctionDef, params: set[str]) -> frozenset[str]:
@@ -493,6 +505,7 @@ def _check_engine(mine, result: FileResult) -> set[tuple[str, str]]:
     except SyntaxError:
         return set(mine)
     defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    defs |= {n.name: init for n in tree.body if isinstance(n, ast.ClassDef) and (init := _init_of(n)) is not None}
     return {t for t in mine if t[1] not in defs or ACCELERATOR not in [a.arg for a in defs[t[1]].args.kwonlyargs]}
 
 

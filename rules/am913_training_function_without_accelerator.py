@@ -63,8 +63,8 @@ class TrainingFunctionWithoutAccelerator(Rule):
 
     ## Known limits
     Run alone, the migrator does not change the function's signature, because the
-    callers in other files would not pass the new argument. Methods of a class in another
-    module (a `Trainer` built by the set-up) are not threaded yet.
+    callers in other files would not pass the new argument. In a run, a class is threaded
+    only through its own `__init__` (no subclass, no `**kwargs`).
 
     ## See also
     - AM912 (optimizer-free-training): a script that trains with no optimizer at all.
