@@ -178,28 +178,7 @@ def _resolve(module: str, level: int, path: str, run: dict[str, str], root: str)
 
 def _index_file(path: str, tree: ast.Module, run: dict[str, str], root: str) -> FileIndex:
     result = FileIndex(path)
-    modules: dict[str, str] = {}  # local name → file (a module of the run)
-    functions: dict[str, tuple[str, str]] = {}  # local name → (file, function)
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                target = _resolve(alias.name, 0, path, run, root)
-                if target is not None and (alias.asname or "." not in alias.name):
-                    modules[alias.asname or alias.name] = target
-        elif isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                local = alias.asname or alias.name
-                sub = f"{node.module}.{alias.name}" if node.module else alias.name
-                as_module = _resolve(sub, node.level, path, run, root)
-                if as_module is not None:
-                    modules[local] = as_module
-                    continue
-                owner = _resolve(node.module or "", node.level, path, run, root)
-                if owner is not None and owner != path:
-                    functions[local] = (owner, alias.name)
-    bound = _bound_elsewhere(tree)
-    modules = {k: v for k, v in modules.items() if k not in bound and v != path}
-    functions = {k: v for k, v in functions.items() if k not in bound}
+    modules, functions = _imported(path, tree, run, root)
     called: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -226,6 +205,34 @@ def _index_file(path: str, tree: ast.Module, run: dict[str, str], root: str) -> 
         elif isinstance(node, ast.alias):
             result.words.update({node.name.split(".")[-1], node.asname or ""})
     return result
+
+
+def _imported(path: str, tree: ast.Module, run: dict[str, str], root: str):
+    """What the module-level imports of `path` bind to files of the run: local name →
+    module file, and local name → (file, function); names bound again elsewhere left out."""
+    modules: dict[str, str] = {}  # local name → file (a module of the run)
+    functions: dict[str, tuple[str, str]] = {}  # local name → (file, function)
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = _resolve(alias.name, 0, path, run, root)
+                if target is not None and (alias.asname or "." not in alias.name):
+                    modules[alias.asname or alias.name] = target
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                local = alias.asname or alias.name
+                sub = f"{node.module}.{alias.name}" if node.module else alias.name
+                as_module = _resolve(sub, node.level, path, run, root)
+                if as_module is not None:
+                    modules[local] = as_module
+                    continue
+                owner = _resolve(node.module or "", node.level, path, run, root)
+                if owner is not None and owner != path:
+                    functions[local] = (owner, alias.name)
+    bound = _bound_elsewhere(tree)
+    modules = {k: v for k, v in modules.items() if k not in bound and v != path}
+    functions = {k: v for k, v in functions.items() if k not in bound}
+    return modules, functions
 
 
 def _target(func: ast.AST, modules: dict[str, str], functions: dict[str, tuple[str, str]]):

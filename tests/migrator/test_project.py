@@ -260,3 +260,33 @@ def test_a_notebook_of_the_run_that_calls_the_function_keeps_it(tmp_path) -> Non
     results = _results([root])
     assert "def evaluate(loader, model, device):" in results["engine.py"].after
     assert "def train_one_epoch(loader, model, optimizer, device, *, accelerator):" in results["engine.py"].after
+
+
+def test_the_index_follows_imports_and_keeps_what_it_cannot_follow_out(tmp_path) -> None:
+    from migrator import project
+
+    root = tmp_path
+    sources = {
+        str(root / "a" / "engine.py"): "def fit(model, loader):\n    for x in loader:\n        model(x).backward()\n",
+        str(root / "a" / "run.py"): "from . import engine as e\n\ndef go(m, l):\n    e.fit(m, l)\n",
+        str(root / "b" / "other.py"): "import a.engine\n\ndef go(m, l):\n    a.engine.fit(m, l)\n",
+    }
+    files = project.index(sources)
+    run = files[str(root / "a" / "run.py")]
+    assert [(c.spelling, c.target) for c in run.calls] == [("e.fit", (str(root / "a" / "engine.py"), "fit"))]
+    assert files[str(root / "b" / "other.py")].calls == []  # a dotted import without alias is not followed...
+    assert project.candidates(files) == set()  # ...so `fit`, named there, is not threaded
+    del sources[str(root / "b" / "other.py")]
+    assert project.candidates(project.index(sources)) == {(str(root / "a" / "engine.py"), "fit")}
+
+
+def test_a_name_bound_again_is_not_taken_for_the_module(tmp_path) -> None:
+    from migrator import project
+
+    sources = {
+        str(tmp_path / "engine.py"): "def fit(model, loader):\n    for x in loader:\n        model(x).backward()\n",
+        str(tmp_path / "train.py"): "import engine\n\ndef go(engine, m, l):\n    engine.fit(m, l)\n",
+    }
+    files = project.index(sources)
+    assert files[str(tmp_path / "train.py")].calls == []
+    assert project.candidates(files) == set()
