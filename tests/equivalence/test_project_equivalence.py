@@ -78,6 +78,54 @@ ENGINE = textwrap.dedent('''\
         return outputs, targets
 ''')
 
+MAIN = textwrap.dedent('''\
+    import sys
+
+    import torch
+
+    from trainer import Trainer
+
+
+    def main():
+        batch = int(sys.argv[1]) if len(sys.argv) > 1 else 8
+        torch.manual_seed(0)
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        x = torch.randn(64, 4)
+        y = x @ torch.tensor([[0.5], [-1.0], [2.0], [0.0]])
+        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=batch)
+        model = torch.nn.Linear(4, 1).to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        trainer = Trainer(model, optimizer, loader, device)
+        for epoch in range(2):
+            trainer.train_epoch(epoch)
+
+
+    if __name__ == "__main__":
+        main()
+''')
+
+TRAINER = textwrap.dedent('''\
+    import torch
+
+
+    class Trainer:
+        def __init__(self, model, optimizer, loader, device):
+            self.model = model
+            self.optimizer = optimizer
+            self.loader = loader
+            self.device = device
+
+        def train_epoch(self, epoch):
+            self.model.train()
+            for i, (x, y) in enumerate(self.loader):
+                x, y = x.to(self.device), y.to(self.device)
+                self.optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(self.model(x), y)
+                loss.backward()
+                self.optimizer.step()
+                print(f"epoch {epoch} step {i} loss {loss.item():.6f}")
+''')
+
 _EVAL = re.compile(r"eval (\d+) count (\d+) correct (\d+)")
 
 
@@ -109,6 +157,31 @@ def test_one_process_trains_like_the_original(project) -> None:
     after = runner.run(runner.python_cmd(migrated / "train.py", ["8"]), migrated, 180).check()
     assert [s.loss for s in after.steps] == pytest.approx([s.loss for s in before.steps], abs=1e-6)
     assert _evals(after.output) == _evals(before.output)
+
+
+@pytest.fixture(scope="module")
+def trainer_project(tmp_path_factory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("trainer")
+    original = _write(base / "original", {"main.py": MAIN, "trainer.py": TRAINER})
+    migrated = _write(base / "migrated", {"main.py": MAIN, "trainer.py": TRAINER})
+    results = {Path(r.path).name: r for r in migrate_paths([str(migrated)], Config(), write=True)}
+    assert "Trainer(model, optimizer, loader, device, accelerator=accelerator)" in results["main.py"].after
+    assert "self.accelerator.backward(loss)" in results["trainer.py"].after
+    return original, migrated
+
+
+def test_a_trainer_class_of_another_module_trains_like_the_original(trainer_project) -> None:
+    """1 process: the same losses; 2 processes at B: the mean local loss is the original's at 2B."""
+    original, migrated = trainer_project
+    before = runner.run(runner.python_cmd(original / "main.py", ["8"]), original, 180).check()
+    after = runner.run(runner.python_cmd(migrated / "main.py", ["8"]), migrated, 180).check()
+    assert [s.loss for s in after.steps] == pytest.approx([s.loss for s in before.steps], abs=1e-6)
+    path = migrated / "trainer.py"
+    path.write_text(re.sub(r"\bself\.accelerator\.print\(", "print(", path.read_text()))
+    reference = runner.run(runner.python_cmd(original / "main.py", ["16"]), original, 180).check()
+    run = runner.run(runner.accel_launch_cmd(migrated / "main.py", ["8"], 2), migrated, 300, env=runner.TEE_ENV).check()
+    means = [(a.loss + b.loss) / 2 for a, b in zip(run.ranks[0], run.ranks[1], strict=True)]
+    assert means == pytest.approx([s.loss for s in reference.steps], abs=1e-5)
 
 
 def test_two_processes_train_like_the_original_at_twice_the_batch(project) -> None:
