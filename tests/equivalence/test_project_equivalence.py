@@ -2,7 +2,8 @@
 the original: the same losses on 1 process; on 2 processes at batch B the mean of the two
 local losses is the original's at 2B, step by step; and the evaluation the engine returns
 holds every sample on every process (gathered), so the accuracy the set-up computes from
-it is the model's, the same on both ranks."""
+it is the model's, the same on both ranks. The same for a trainer class of another module
+that the set-up builds (the Accelerator passed to its `__init__`)."""
 
 from __future__ import annotations
 
