@@ -160,14 +160,17 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
     def target(path: str) -> str:
         return "accelerate" if by_path[path].config.target.value == "accelerate" else "runtime"
 
-    def migrate(path: str, calls: tuple[str, ...], stub: str, stepped: tuple[str, ...]) -> FileResult:
+    def migrate(path: str, calls: tuple[str, ...], stub: str, stepped: tuple[str, ...], fix: bool = True) -> FileResult:
         item = by_path[path]
-        config = replace(item.config, project_calls=calls, project_callers=stub, project_stepped=stepped)
+        config = replace(item.config, project_calls=calls, project_callers=stub, project_stepped=stepped, fix=fix)
         return _cached(store, item, config, lambda: _migrate_in_project(item, config, stub))
 
+    # decided on what the migration would write, also for --lint (it then reports that)
     outcome, results = project.decide(files, migrate, target, outside)
     for path, result in results.items():
         item = by_path[path]
+        if not item.config.fix:
+            result = migrate(path, *outcome.context(path), fix=False)
         item.result, item.task = result, None
 
 

@@ -309,6 +309,11 @@ class Outcome:
     threaded: frozenset[tuple[str, str]]
     calls: dict[str, tuple[str, ...]]  # caller path → spellings that pass the Accelerator
     stubs: dict[str, str]  # engine path → its callers' stub
+    stepped: dict[str, tuple[str, ...]] = field(default_factory=dict)  # caller path → schedulers stepped per batch
+
+    def context(self, path: str) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
+        """(calls, stub, stepped) for `path`: what `migrate` was given for it."""
+        return self.calls.get(path, ()), self.stubs.get(path, ""), self.stepped.get(path, ())
 
 
 def decide(
@@ -328,9 +333,11 @@ def decide(
         results: dict[str, FileResult] = {}
         dropped: set[tuple[str, str]] = set()
         calls = _calls_by_file(files, threaded)
+        stepped: dict[str, tuple[str, ...]] = {}
         prepared: dict[tuple[str, str], list[dict[str, str]]] = {}
         for path, spellings in calls.items():
-            result = migrate(path, spellings, "", _stepped_by(files, files[path], threaded))
+            stepped[path] = _stepped_by(files, files[path], threaded)
+            result = migrate(path, spellings, "", stepped[path])
             results[path] = result
             dropped |= _check_caller(files[path], threaded, result, prepared)
         threaded -= dropped
@@ -349,7 +356,7 @@ def decide(
             dropped |= _check_engine(mine, result)
         threaded -= dropped
         if not dropped:
-            return Outcome(frozenset(threaded), calls, stubs), results
+            return Outcome(frozenset(threaded), calls, stubs, stepped), results
     return Outcome(frozenset(), {}, {}), {}
 
 

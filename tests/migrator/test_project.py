@@ -290,3 +290,16 @@ def test_a_name_bound_again_is_not_taken_for_the_module(tmp_path) -> None:
     files = project.index(sources)
     assert files[str(tmp_path / "train.py")].calls == []
     assert project.candidates(files) == set()
+
+
+def test_lint_reports_what_the_run_would_write(tmp_path) -> None:
+    """--lint (no fix) decides as --write would, then reports: the engine's backward and
+    gathers are fixable findings, not AM913 advice, and nothing changes."""
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE})
+    results = {os.path.basename(r.path): r for r in migrate_paths([root], Config(fix=False))}
+    engine = results["engine.py"]
+    assert engine.after == ENGINE
+    assert {"AM301", "AM302", "AM513"} <= {f.code for f in engine.findings if f.fixable}
+    assert not [f for f in engine.findings if f.code == "AM913"]
+    assert all(f.start.line <= ENGINE.count("\n") for f in engine.findings)
+    assert [f.fixable for f in results["train.py"].findings if f.code == "AM914"] == [True, True]
