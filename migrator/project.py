@@ -46,7 +46,7 @@ from migrator.findings import FileResult, FileStatus
 STUB = "_accel_migrate_callers"
 SEPARATOR = "\n\n\n# accel-migrate: the callers in other files of this run (removed after migration)\n"
 ACCELERATOR = "accelerator"
-_ROUNDS = 4
+_ROUNDS = 6
 
 
 @dataclass
