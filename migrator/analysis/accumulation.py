@@ -19,6 +19,7 @@ import libcst as cst
 from migrator.analysis.collect import Facts, LoopFact
 from migrator.analysis.names import dotted_name
 from migrator.analysis.roles import Role, RoleTable
+from migrator.analysis.walk import walk
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,7 +104,7 @@ def _backward_targets(loop: cst.For) -> list[cst.BaseExpression]:
             else:
                 out.append(receiver)
 
-    loop.visit(_Find())
+    walk(loop, _Find())
     return out
 
 
@@ -176,7 +177,7 @@ def _models_called(loop: cst.For, roles: RoleTable) -> tuple[str, ...]:
             if roles.of(name) is Role.MODEL and name not in found:
                 found.append(name)  # type: ignore[arg-type]
 
-    loop.body.visit(_Find())
+    walk(loop.body, _Find())
     return tuple(found)
 
 

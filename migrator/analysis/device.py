@@ -9,6 +9,7 @@ import libcst as cst
 
 from migrator.analysis.collect import Binding, Facts
 from migrator.analysis.names import ImportTable, dotted_name
+from migrator.analysis.walk import walk
 
 _CONFIG_HEADS = {"args", "self", "cfg", "config", "opt", "opts", "hparams", "params", "flags", "FLAGS"}
 _DEVICE_STRINGS = ("cuda", "mps", "xpu")
@@ -70,7 +71,7 @@ def _reads(expr: cst.CSTNode | None, names: set[str]) -> bool:
             nonlocal found
             found = found or node.value in names
 
-    expr.visit(_Find())
+    walk(expr, _Find())
     return found
 
 

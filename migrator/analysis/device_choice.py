@@ -22,6 +22,7 @@ import libcst as cst
 from migrator.analysis.collect import Binding, Facts
 from migrator.analysis.loop import is_main_guard
 from migrator.analysis.names import ImportTable, dotted_name
+from migrator.analysis.walk import walk
 
 if TYPE_CHECKING:
     from migrator.analysis import ScriptAnalysis
@@ -64,10 +65,10 @@ class DeviceChoice:
                 found.add(node.value)
 
             def visit_Attribute(self, node: cst.Attribute) -> bool:
-                node.value.visit(self)
+                walk(node.value, self)
                 return False
 
-        cst.parse_expression(self.cpu).visit(_Find())
+        walk(cst.parse_expression(self.cpu), _Find())
         return frozenset(found - {"True", "False", "None"})
 
 
@@ -197,7 +198,7 @@ def _checks_availability(expr: cst.CSTNode, imports: ImportTable) -> bool:
             nonlocal found
             found = found or imports.qualify(node.func) in _AVAILABILITY
 
-    expr.visit(_Find())
+    walk(expr, _Find())
     return found
 
 
@@ -345,7 +346,7 @@ def _picks_device(function: cst.FunctionDef) -> bool:
             nonlocal found
             found = found or any(w in node.value for w in ("cuda", "cpu", "mps"))
 
-    function.body.visit(_Find())
+    walk(function.body, _Find())
     return found
 
 
@@ -386,7 +387,7 @@ def _gates_moves(facts: Facts, name: str) -> bool:
                 nonlocal found
                 found = found or (isinstance(call.func, cst.Attribute) and call.func.attr.value in {"cuda", "to"})
 
-        node.body.visit(_Find())
+        walk(node.body, _Find())
         if found:
             return True
     return False

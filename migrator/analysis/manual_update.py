@@ -13,6 +13,7 @@ import libcst as cst
 from migrator.analysis.collect import Facts
 from migrator.analysis.loop import Block, enclosing_block
 from migrator.analysis.names import dotted_name
+from migrator.analysis.walk import walk
 
 _PARAMETER_METHODS = {"parameters", "named_parameters"}
 
@@ -64,7 +65,7 @@ def _updates_from_grad(body: cst.CSTNode, param: str) -> bool:
             if dotted_name(node.target) in (param, f"{param}.data"):
                 changes = True
 
-    body.visit(_Find())
+    walk(body, _Find())
     return reads_grad and changes
 
 

@@ -13,6 +13,7 @@ from migrator.analysis.collect import Facts, LoopFact
 from migrator.analysis.losses import loss_modules, loss_reduction
 from migrator.analysis.names import dotted_name
 from migrator.analysis.roles import Role, RoleTable
+from migrator.analysis.walk import walk
 
 COLLECTORS = {"append", "extend", "update", "add", "add_batch", "add_batches"}
 
@@ -24,14 +25,14 @@ def names_in(node: cst.CSTNode) -> list[cst.Name]:
             found.append(n)
 
         def visit_Attribute(self, n: cst.Attribute) -> bool:
-            n.value.visit(self)
+            walk(n.value, self)
             return False
 
         def visit_Arg(self, n: cst.Arg) -> bool:
-            n.value.visit(self)
+            walk(n.value, self)
             return False
 
-    node.visit(_Find())
+    walk(node, _Find())
     return found
 
 
@@ -67,7 +68,7 @@ def is_model_call(value: cst.CSTNode, models: set[str]) -> bool:
             nonlocal found
             found = found or dotted_name(node.func) in models
 
-    value.visit(_Find())
+    walk(value, _Find())
     return found
 
 

@@ -13,6 +13,7 @@ import libcst as cst
 from migrator.analysis.collect import Facts
 from migrator.analysis.metric_loop import EvalLoop, names_in
 from migrator.analysis.names import dotted_name
+from migrator.analysis.walk import walk
 
 def names_of_scope(facts: Facts, scope) -> set[str]:
     names = {b.name for b in facts.bindings if b.scope is scope} | {l.name for l in facts.loads if l.scope is scope}
@@ -44,7 +45,7 @@ def single_subscript(name: str, statements: list[cst.BaseSmallStatement]) -> tup
                     key = value.evaluated_value
 
     for small in statements:
-        small.visit(_Find())
+        walk(small, _Find())
     return (codes.pop(), key) if len(codes) == 1 and key else None
 
 
@@ -96,7 +97,7 @@ def reduces(value: cst.CSTNode, models: set[str]) -> bool:
             callee = func.attr.value if isinstance(func, cst.Attribute) else dotted_name(func) or ""
             found = found or callee in _REDUCING or (isinstance(func, cst.Name) and callee not in models)
 
-    value.visit(_Find())
+    walk(value, _Find())
     return found
 
 

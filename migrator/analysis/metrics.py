@@ -30,6 +30,7 @@ from migrator.analysis.metric_shapes import (
 )
 from migrator.analysis.names import dotted_name
 from migrator.analysis.roles import Role, RoleTable
+from migrator.analysis.walk import walk
 
 _KEYWORD_COLLECTORS = {"add_batch", "add"}
 _GATHERS = {"gather", "gather_for_metrics", "reduce", "all_gather", "all_reduce", "pad_across_processes"}
@@ -77,7 +78,7 @@ def _already_gathered(loop: cst.For) -> bool:
             func = node.func
             found = found or (isinstance(func, cst.Attribute) and func.attr.value in _GATHERS)
 
-    loop.body.visit(_Find())
+    walk(loop.body, _Find())
     return found
 
 
@@ -222,7 +223,7 @@ def _scalar_read(value: cst.CSTNode, loop: EvalLoop) -> str | None:
             if node.attr.value == "loss" and dotted_name(node.value) in loop.roots:
                 found = found or dotted_name(node)
 
-    value.visit(_Find())
+    walk(value, _Find())
     return f"`{found}` is one number per process; reduce it with `accelerator.reduce` first" if found else None
 
 
@@ -271,5 +272,5 @@ def _only_subscripted(name: str, statements: list[cst.BaseSmallStatement]) -> bo
             reads += node.value == name
 
     for small in statements:
-        small.visit(_Find())
+        walk(small, _Find())
     return reads > 0 and reads == subscripted

@@ -20,6 +20,7 @@ import libcst as cst
 from migrator.analysis.accumulation import Accumulation
 from migrator.analysis.collect import Facts
 from migrator.analysis.precision import PrecisionFacts
+from migrator.analysis.walk import walk
 
 if TYPE_CHECKING:
     from migrator.analysis import ScriptAnalysis
@@ -47,10 +48,10 @@ def _free_names(code: str) -> frozenset[str]:
             names.add(node.value)
 
         def visit_Attribute(self, node: cst.Attribute) -> bool:
-            node.value.visit(self)
+            walk(node.value, self)
             return False
 
-    cst.parse_expression(code).visit(_Find())
+    walk(cst.parse_expression(code), _Find())
     return frozenset(n for n in names if not hasattr(builtins, n))
 
 

@@ -17,6 +17,7 @@ from migrator.analysis.loop import Block
 from migrator.analysis.manual_update import hand_updated_models
 from migrator.analysis.names import dotted_name
 from migrator.analysis.roles import Role, RoleTable, parameter_owners
+from migrator.analysis.walk import walk
 
 _ROLE_ORDER = (Role.MODEL, Role.OPTIMIZER, Role.DATALOADER, Role.SCHEDULER)
 
@@ -75,7 +76,7 @@ def contains_len_of(expr: cst.CSTNode | None, loaders: set[str], values: dict[st
             if node.value in values and contains_len_of(values[node.value], loaders, values, depth + 1):
                 found = True
 
-    expr.visit(_Find())
+    walk(expr, _Find())
     return found
 
 

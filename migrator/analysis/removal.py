@@ -15,6 +15,7 @@ from typing import Callable, Iterable
 import libcst as cst
 
 from migrator.analysis.names import ImportTable, dotted_name
+from migrator.analysis.walk import walk
 from migrator.edits import Edit, Fix, ImportChange, remove
 
 Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
@@ -43,7 +44,7 @@ def is_pure_test(test: cst.BaseExpression, imports: ImportTable) -> bool:
             nonlocal pure
             pure = False
 
-    test.visit(_Find())
+    walk(test, _Find())
     return pure
 
 

@@ -15,6 +15,7 @@ import libcst as cst
 
 from migrator.analysis.collect import Binding, Facts
 from migrator.analysis.names import ImportTable, dotted_name
+from migrator.analysis.walk import walk
 
 
 class Role(enum.Enum):
@@ -118,11 +119,11 @@ def parameter_owners(call: cst.Call, facts: Facts | None = None) -> list[str]:
             for b in facts.bindings:
                 value = b.element if b.element is not None else b.value
                 if b.name == node.value and value is not None:
-                    value.visit(self)
+                    walk(value, self)
 
     for arg in call.args:
         if arg.keyword is None or arg.keyword.value in {"params", "param_groups"}:
-            arg.value.visit(_Find())
+            walk(arg.value, _Find())
     return owners
 
 
@@ -227,7 +228,7 @@ def _returned_values(function: cst.FunctionDef) -> list[cst.BaseExpression | Non
         def visit_Return(self, node: cst.Return) -> None:
             found.append(node.value)
 
-    function.body.visit(_Find())
+    walk(function.body, _Find())
     return found
 
 

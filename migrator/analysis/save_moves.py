@@ -17,6 +17,7 @@ import libcst as cst
 
 from migrator.analysis.names import dotted_name
 from migrator.analysis.roles import Role
+from migrator.analysis.walk import walk
 
 if TYPE_CHECKING:
     from migrator.analysis import ScriptAnalysis
@@ -128,7 +129,7 @@ def _uses(statement: cst.CSTNode, model: str) -> list[cst.BaseExpression]:
             if node.value == model:
                 found.append(node)
 
-    statement.visit(_Find())
+    walk(statement, _Find())
     return found
 
 
@@ -169,7 +170,7 @@ def _calls(statement: cst.CSTNode) -> list[cst.Call]:
         def visit_Call(self, node: cst.Call) -> None:
             found.append(node)
 
-    statement.visit(_Find())
+    walk(statement, _Find())
     return found
 
 

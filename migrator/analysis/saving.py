@@ -15,6 +15,7 @@ from migrator.analysis.branches import accelerator_method
 from migrator.analysis.loop import is_main_guard
 from migrator.analysis.names import dotted_name
 from migrator.analysis.roles import Role
+from migrator.analysis.walk import walk
 
 if TYPE_CHECKING:
     from migrator.analysis import ScriptAnalysis
@@ -95,7 +96,7 @@ def _from_temporary(analysis: "ScriptAnalysis", expr: cst.CSTNode, depth: int) -
         def visit_Name(self, node: cst.Name) -> None:
             names.add(node.value)
 
-    expr.visit(_Reads())
+    walk(expr, _Reads())
     if "" in names:
         return True
     for item in analysis.nodes("WithItem"):
@@ -231,7 +232,7 @@ def _models_in(analysis: "ScriptAnalysis", obj: cst.BaseExpression) -> tuple[cst
             if isinstance(func, cst.Attribute) and func.attr.value == "state_dict" and is_model(func.value):
                 found.append(func.value)
 
-    obj.visit(_Find())
+    walk(obj, _Find())
     return tuple(found)
 
 

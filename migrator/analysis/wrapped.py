@@ -18,6 +18,7 @@ import libcst as cst
 
 from migrator.analysis.names import dotted_name
 from migrator.analysis.prepared import holds_prepared_model, prepared_models
+from migrator.analysis.walk import walk
 from migrator.torch_api import MODULE_API
 
 if TYPE_CHECKING:
@@ -202,7 +203,7 @@ def _runs_layers(analysis: "ScriptAnalysis", method: str, depth: int) -> bool:
         if method not in methods:
             continue
         finder = _SelfCalls()
-        methods[method].visit(finder)
+        walk(methods[method], finder)
         for name in finder.names:
             if name == "":
                 return True

@@ -38,7 +38,7 @@ def _data_parallel_dropped(pair: Pair) -> Iterator[Problem]:
 
 
 def _division_dropped(pair: Pair) -> Iterator[Problem]:
-    for node in ast.walk(pair.before.tree):
+    for node in pair.before.nodes:
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv)):
             text = ast.unparse(node)
             if "batch" in text.lower() and _PROCESS_COUNT.search(ast.unparse(node.right)):

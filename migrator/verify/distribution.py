@@ -82,7 +82,7 @@ def _creates_accelerator(pair: Pair) -> bool:
 
 
 def _other_engine(pair: Pair) -> Iterator[Problem]:
-    for node in ast.walk(pair.before.tree):
+    for node in pair.before.nodes:
         names = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]

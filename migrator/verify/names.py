@@ -60,7 +60,7 @@ def _attributes_read_early(pair: Pair) -> Iterator[Problem]:
 
 def _early_reads(program: Program) -> Iterator[tuple[tuple[str, str], ast.Attribute]]:
     """`self.x` loads in an `__init__` that come before the first `self.x = ...` in it."""
-    for node in ast.walk(program.tree):
+    for node in program.nodes:
         if not isinstance(node, ast.ClassDef):
             continue
         class_names = {getattr(t, "id", None) for s in node.body for t in getattr(s, "targets", [])}

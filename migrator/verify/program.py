@@ -165,6 +165,12 @@ class Program:
                 yield Prepare(call, args, targets, self.scope_of.get(call, self.tree))
 
     @functools.cached_property
+    def nodes(self) -> list[ast.AST]:
+        """Every node of the tree, in `ast.walk(tree)` order: listed once, as the checks
+        read the whole tree many times."""
+        return list(ast.walk(self.tree))
+
+    @functools.cached_property
     def prepared(self) -> set[str]:
         """Every name given to or bound by prepare(), dotted as written."""
         names: set[str] = set()
@@ -207,7 +213,7 @@ class Program:
     def iterated_names(self) -> set[str]:
         """Last parts of the names for-loops draw from (a model or optimizer never is)."""
         names = set()
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
                 name = iterated(node.iter)
                 if name:

@@ -66,7 +66,7 @@ def _training_loaders(pair: Pair) -> Iterator[Problem]:
     module) must draw from a prepared loader, else every rank reads the whole data set."""
     program = pair.after
     trainers = _functions_that_backward(program)
-    for loop in (n for n in ast.walk(program.tree) if isinstance(n, (ast.For, ast.AsyncFor))):
+    for loop in (n for n in program.nodes if isinstance(n, (ast.For, ast.AsyncFor))):
         name = iterated(loop.iter)
         if name is None or not program.is_loader(name) or not _trains(loop, trainers):
             continue

@@ -30,7 +30,7 @@ def _setup_nobody_calls(pair: Pair) -> Iterator[Problem]:
     after = pair.after
     if any(last(call_name(c)) == "Accelerator" for c in pair.before.calls):
         return
-    referenced = {n.id for n in ast.walk(after.tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    referenced = {n.id for n in after.nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     referenced |= _ENTRY_POINTS
     for call in after.calls:
         if last(call_name(call)) != "Accelerator":

@@ -149,7 +149,7 @@ def _wrapped_model_uses(pair: Pair) -> Iterator[Problem]:
     models = prepared_models(program)
     if not models:
         return
-    for node in ast.walk(program.tree):
+    for node in program.nodes:
         if not isinstance(node, ast.Attribute) or not isinstance(node.ctx, ast.Load):
             continue
         owner = dotted(node.value)
@@ -247,7 +247,7 @@ def _keys_matter(program: Program, node: ast.Attribute, owner: str) -> bool:
         name = dotted(statement.targets[0])
         return name is not None and any(
             isinstance(n, ast.Subscript) and dotted(n.value) == name and isinstance(n.ctx, ast.Load)
-            for n in ast.walk(program.tree)
+            for n in program.nodes
         )
     return False
 
@@ -300,7 +300,7 @@ def _device_strings(pair: Pair) -> Iterator[Problem]:
     }
     if not devices:
         return
-    for node in ast.walk(program.tree):
+    for node in program.nodes:
         used = None
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
