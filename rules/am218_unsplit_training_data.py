@@ -86,6 +86,8 @@ class UnsplitTrainingData(Rule):
             func = c.node.func
             repeated = _in_loop(analysis, c.node) or (isinstance(c.scope, cst.FunctionDef) and c.scope.name.value in looped)
             if isinstance(func, cst.Attribute) and func.attr.value == "backward" and repeated:
+                if _iterates_something(analysis, c.node):
+                    return  # batches drawn from an object we cannot see into (a loader a helper made)
                 text = cst.Module([]).code_for_node(c.node).strip()
                 self.report(c.node, call=text if len(text) < 40 else "backward()")
                 return
@@ -99,6 +101,33 @@ def _in_loop(analysis, node: cst.CSTNode) -> bool:
             return True
         current = analysis.parent(current)
     return False
+
+
+_COUNTERS = {"range", "count", "itertools.count", "trange"}
+_WRAPPERS = {"enumerate", "tqdm", "tqdm.tqdm", "iter"}
+
+
+def _iterates_something(analysis, node: cst.CSTNode) -> bool:
+    """`node` sits in a `for` over something other than a counter (`range`, `count`),
+    after unwrapping `enumerate(...)`/`tqdm(...)`: e.g. `for batch in make_data_loader(...)`."""
+    current = analysis.parent(node)
+    while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+        if isinstance(current, cst.For):
+            source = current.iter
+            while isinstance(source, cst.Call) and _name(source.func) in _WRAPPERS and source.args:
+                source = source.args[0].value
+            if not (isinstance(source, cst.Call) and _name(source.func) in _COUNTERS):
+                return True
+        current = analysis.parent(current)
+    return False
+
+
+def _name(func: cst.BaseExpression) -> str:
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+        return f"{func.value.value}.{func.attr.value}"
+    return ""
 
 
 def _called_in_loops(analysis) -> set[str]:
