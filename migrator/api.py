@@ -171,6 +171,9 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
         item = by_path[path]
         if not item.config.fix:
             result = migrate(path, *outcome.context(path), fix=False)
+            if path in outcome.stubs:
+                mine = {t[1] for t in outcome.threaded if t[0] == path}
+                result = project.with_unthreaded(result, migrate(path, (), "", (), fix=False), mine)
         item.result, item.task = result, None
 
 

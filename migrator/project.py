@@ -346,14 +346,17 @@ def decide(
         stubs = {}
         for engine in sorted({t[0] for t in threaded}):
             mine = sorted(t for t in threaded if t[0] == engine)
-            stub = _stub(files, mine, prepared, target_import(engine))
-            if stub is None:
-                dropped |= set(mine)
-                continue
+            stub, left_out = _stub(files, mine, prepared, target_import(engine))
+            dropped |= left_out
+            if stub is None or left_out:
+                continue  # the callers are migrated again without what was left out
             stubs[engine] = stub
             result = migrate(engine, (), stub, ())
+            bad = _check_engine(mine, result)
+            if not bad:  # the functions left alone keep the AM913 advice they get alone
+                result = with_unthreaded(result, migrate(engine, (), "", ()), {t[1] for t in mine})
             results[engine] = result
-            dropped |= _check_engine(mine, result)
+            dropped |= bad
         threaded -= dropped
         if not dropped:
             return Outcome(frozenset(threaded), calls, stubs, stepped), results
@@ -392,10 +395,11 @@ def _check_caller(f: FileIndex, threaded, result: FileResult, prepared) -> set[t
         tree = ast.parse(result.after)
     except SyntaxError:
         return mine
-    names, devices = _prepared_names(tree)
     roles = _roles(result.after)
     spelled = {c.spelling: c.target for c in f.calls if c.target in threaded}
-    dropped = set()
+    dropped, found = set(), set()
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    flat = _prepared_names(ast.walk(tree))
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -406,9 +410,9 @@ def _check_caller(f: FileIndex, threaded, result: FileResult, prepared) -> set[t
         if not any(k.arg == ACCELERATOR for k in node.keywords):
             dropped.add(target)
             continue
-        prepared.setdefault(target, []).append(_kinds(node, names, devices, roles))
-    missing = mine - set(prepared) - dropped
-    return dropped | missing
+        found.add(target)
+        prepared.setdefault(target, []).append(_kinds(node, _Scopes(node, parents, flat), roles))
+    return dropped | (mine - found)
 
 
 def _spelling(func: ast.AST) -> str | None:
@@ -419,10 +423,48 @@ def _spelling(func: ast.AST) -> str | None:
     return None
 
 
-def _prepared_names(tree: ast.Module) -> tuple[set[str], set[str]]:
+class _Scopes:
+    """What a name passed at `call` is, looked up from the call's own function outwards:
+    the innermost scope that binds it decides (a `loader` prepared in `main()` is not the
+    `loader` another function builds for itself)."""
+
+    def __init__(self, call: ast.Call, parents: dict[int, ast.AST], flat: tuple[set[str], set[str]]) -> None:
+        self.flat = flat  # for a parameter: what the name is where the file prepares it
+        self.chain = []
+        node = parents.get(id(call))
+        while node is not None:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                self.chain.append(node)
+            node = parents.get(id(node))
+
+    def kind(self, name: str) -> str | None:
+        for scope in self.chain:
+            own = list(_own_nodes(scope))
+            prepared, devices = _prepared_names(own)
+            if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in own):
+                return "prepared" if name in prepared else "device" if name in devices else "other"
+            if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and name in {
+                a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg)
+            }:
+                prepared, devices = self.flat  # passed in (AM002 threads such helpers from the set-up)
+                return "prepared" if name in prepared else "device" if name in devices else "other"
+        return None
+
+
+def _own_nodes(scope: ast.AST):
+    """The nodes of `scope`'s body, not those of functions or classes nested in it."""
+    stack = list(scope.body) if hasattr(scope, "body") else []
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _prepared_names(nodes) -> tuple[set[str], set[str]]:
     """Names bound from `accelerator.prepare(...)`, and names bound to `accelerator.device`."""
     prepared, devices = set(), set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if not isinstance(node, ast.Assign):
             continue
         targets = [e for t in node.targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
@@ -455,48 +497,49 @@ _STAND_INS = {
 }
 
 
-def _kinds(call: ast.Call, prepared: set[str], devices: set[str], roles: dict[str, str]) -> dict[object, str]:
+def _kinds(call: ast.Call, scopes: _Scopes, roles: dict[str, str]) -> dict[object, str]:
     def kind(value: ast.AST) -> str:
-        if isinstance(value, ast.Name) and value.id in prepared:
-            return f"prepared:{roles.get(value.id, '')}"
-        if isinstance(value, ast.Name) and value.id in devices or (
-            isinstance(value, ast.Attribute) and value.attr == "device" and _spelling(value.value) == ACCELERATOR
-        ):
+        if isinstance(value, ast.Attribute) and value.attr == "device" and _spelling(value.value) == ACCELERATOR:
             return "device"
-        return "other"
+        found = scopes.kind(value.id) if isinstance(value, ast.Name) else None
+        if found == "prepared":
+            return f"prepared:{roles.get(value.id, '')}"
+        return found if found == "device" else "other"
 
     out: dict[object, str] = {i: kind(a) for i, a in enumerate(call.args)}
     out.update({k.arg: kind(k.value) for k in call.keywords if k.arg and k.arg != ACCELERATOR})
     return out
 
 
-def _stub(files, mine, prepared, target_import: str) -> str | None:
+def _stub(files, mine, prepared, target_import: str) -> tuple[str | None, set[tuple[str, str]]]:
     """The callers of `mine` as one function: the Accelerator, `device = accelerator.device`
     where the callers pass its device, one prepare() of what they pass prepared, then one
-    call per function. None when a parameter is prepared at one call and not another."""
+    call per function; and the functions left out of it. The engine's analysis knows names,
+    not scopes, so a function is left out when a parameter name would mean two things (a
+    `loader` prepared at one call and not at another, here or in a function taken before)."""
     engine = files[mine[0][0]]
     kinds: dict[str, str] = {}
     lines = []
-    for target in mine:
+    left_out = set()
+    mapped_all = {t: _parameter_kinds(engine.functions[t[1]], prepared.get(t, [])) for t in mine}
+    # the function handed the most prepared objects first (the training one): its names win
+    order = sorted(mine, key=lambda t: (-sum(k.startswith("prepared:") for k in (mapped_all[t] or {}).values()), t))
+    for target in order:
         function = engine.functions[target[1]]
-        for call in prepared.get(target, []):
-            for key, kind in call.items():
-                if isinstance(key, int):
-                    if key >= len(function.params):
-                        return None
-                    param = function.params[key]
-                else:
-                    param = key
-                if kinds.setdefault(param, kind) != kind:
-                    return None
-        args = [p for p in function.params if p in kinds] + [f"{p}={p}" for p in function.kwonly if p in kinds]
-        missing = [p for p in function.params if p not in kinds]
+        mapped = mapped_all[target]
+        if mapped is None or any(kinds.get(p, k) != k for p, k in mapped.items()) or ({ACCELERATOR, "torch", "Accelerator", STUB} & set(mapped)):
+            left_out.add(target)
+            continue
+        args = [p for p in function.params if p in mapped] + [f"{p}={p}" for p in function.kwonly if p in mapped]
+        missing = [p for p in function.params if p not in mapped]
         if missing and any(function.params.index(p) < len(args) for p in missing):
-            return None  # an argument the callers leave to its default sits between given ones
+            left_out.add(target)  # an argument the callers leave to its default sits between given ones
+            continue
+        kinds.update(mapped)
         lines.append(f"    {target[1]}({', '.join(args)})\n")
+    if not lines:
+        return None, left_out
     params = sorted(kinds)
-    if {ACCELERATOR, "torch", "Accelerator", STUB} & set(params):
-        return None  # the stub's own names
     head = [f"def {STUB}({', '.join(p for p in params if kinds[p] == 'other')}):\n",
             "    import torch\n",
             f"    from {target_import} import Accelerator\n",
@@ -507,20 +550,72 @@ def _stub(files, mine, prepared, target_import: str) -> str | None:
     if ready:
         targets = ", ".join(ready) + ("," if len(ready) == 1 else "")
         head.append(f"    {targets} = {ACCELERATOR}.prepare({', '.join(ready)})\n")
-    return "".join(head + lines)
+    return "".join(head + lines), left_out
+
+
+def _parameter_kinds(function: Function, calls: list[dict[object, str]]) -> dict[str, str] | None:
+    """Parameter → what every call passes it; None when calls disagree or overflow."""
+    kinds: dict[str, str] = {}
+    for call in calls:
+        for key, kind in call.items():
+            if isinstance(key, int):
+                if key >= len(function.params):
+                    return None
+                key = function.params[key]
+            if kinds.setdefault(key, kind) != kind:
+                return None
+    return kinds
 
 
 def _check_engine(mine, result: FileResult) -> set[tuple[str, str]]:
-    """The functions of `mine` the engine's migration did not give the keyword-only parameter."""
+    """The functions of `mine` the engine's migration did not give the keyword-only
+    parameter; all of them when it changed another function or class of the file (the
+    stub's prepare() speaks for the threaded functions only: a `.to(device)` removed from a
+    function the set-up does not reach would leave its batches off the device)."""
     if result.status is not FileStatus.CHANGED or result.after is None or any(x.code.startswith("AM95") for x in result.findings):
         return set(mine)
     try:
         tree = ast.parse(result.after)
+        before = ast.parse(result.before or "")
     except SyntaxError:
+        return set(mine)
+    names = {t[1] for t in mine}
+    if _others(before, names) != _others(tree, names):
         return set(mine)
     defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     defs |= {n.name: init for n in tree.body if isinstance(n, ast.ClassDef) and (init := _init_of(n)) is not None}
     return {t for t in mine if t[1] not in defs or ACCELERATOR not in [a.arg for a in defs[t[1]].args.kwonlyargs]}
+
+
+def with_unthreaded(result: FileResult, alone: FileResult, threaded: set[str]) -> FileResult:
+    """`result` (the engine migrated with its callers) plus the AM913 findings the engine
+    alone gives in the functions that were not threaded, moved to where those functions
+    are now (they are unchanged; code above them may have moved)."""
+    from dataclasses import replace
+
+    from migrator.findings import Position
+
+    try:
+        before, after = ast.parse(result.before or ""), ast.parse(result.after or "")
+    except SyntaxError:
+        return result
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    spans = {n.name: (n.lineno, n.end_lineno or n.lineno) for n in before.body if isinstance(n, kinds) and n.name not in threaded}
+    now = {n.name: n.lineno for n in after.body if isinstance(n, kinds)}
+    extra = []
+    for f in alone.findings:
+        name = next((k for k, (a, b) in spans.items() if f.code == "AM913" and a <= f.start.line <= b and k in now), None)
+        if name is not None:
+            shift = now[name] - spans[name][0]
+            extra.append(replace(
+                f, start=Position(f.start.line + shift, f.start.col), end=Position(f.end.line + shift, f.end.col)
+            ))
+    return replace(result, findings=result.findings + tuple(extra)) if extra else result
+
+
+def _others(tree: ast.Module, names: set[str]) -> list[str]:
+    """The top-level functions and classes not named in `names`, as text to compare."""
+    return [ast.dump(n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name not in names]
 
 
 def with_stub(text: str, stub: str) -> str:

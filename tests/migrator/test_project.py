@@ -157,14 +157,37 @@ def test_whole_or_nothing_is_per_function(tmp_path) -> None:
     """Only `evaluate` has a caller with no Accelerator: `train_one_epoch` is threaded,
     `evaluate` stays as written, and its per-process metrics are reported, not silent."""
     other = "import torch\nimport engine\n\nmodel = torch.nn.Linear(4, 1)\nengine.evaluate([], model, 'cpu')\n"
-    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE, "other.py": other})
+    # its own parameter names: the engine's analysis reads names, not scopes (see below)
+    evaluate = ENGINE[ENGINE.index("def evaluate"):]
+    renamed = evaluate.replace("loader", "batches").replace("model", "net").replace("device", "where")
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE.replace(evaluate, renamed), "other.py": other})
     results = _results([root])
     engine, train = results["engine.py"], results["train.py"]
     assert "def train_one_epoch(loader, model, optimizer, device, *, accelerator):" in engine.after
-    assert "def evaluate(loader, model, device):" in engine.after
-    assert {f.code for f in engine.findings if not f.fixed} == {"AM513"}
+    assert engine.after.endswith(renamed)
+    # what the engine alone says about `evaluate` it says here too (alone: nothing, since
+    # `batches` is not known as a loader); the set-up's call is reported
+    alone = _results([os.path.join(root, "engine.py")])["engine.py"]
+    assert [f for f in engine.findings if not f.fixed] == [f for f in alone.findings if f.start.line > 15]
     assert "engine.evaluate(valid_loader, model, device)\n" in train.after
     assert [f.start.line for f in train.findings if f.code == "AM914" and not f.fixed] == [19]
+
+
+def test_the_functions_left_alone_keep_their_advice(tmp_path) -> None:
+    """The AM913 findings the engine alone gives in a function that is not threaded stay,
+    moved to where the function now is."""
+    from migrator import project
+    from migrator.findings import FileResult, FileStatus, Finding, Position
+
+    before = "def a(x):\n    x.to(1)\n    x.to(2)\n\n\ndef b(loader):\n    loss.backward()\n"
+    after = "def a(x, *, accelerator):\n    pass\n\n\ndef b(loader):\n    loss.backward()\n"
+    at = lambda line: Position(line, 5)  # noqa: E731
+    advice = Finding("e.py", at(7), at(7), "AM913", "training-function-without-accelerator", "`b` calls ...")
+    other = Finding("e.py", at(2), at(2), "AM913", "training-function-without-accelerator", "`a` ...")
+    result = FileResult("e.py", FileStatus.CHANGED, before, after)
+    alone = FileResult("e.py", FileStatus.UNCHANGED, before, before, (other, advice))
+    merged = project.with_unthreaded(result, alone, {"a"})
+    assert [(f.start.line, f.message) for f in merged.findings] == [(6, "`b` calls ...")]
 
 
 def test_an_engine_function_used_as_a_value_is_not_threaded(tmp_path) -> None:
@@ -235,8 +258,10 @@ def test_a_caller_beside_the_run_that_the_run_leaves_out_keeps_the_function(tmp_
     report = "import engine\n\n\ndef run(loader, model):\n    return engine.evaluate(loader, model, 'cpu')\n"
     root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE, "report.py": report})
     results = _results([os.path.join(root, "train.py"), os.path.join(root, "engine.py")])
-    assert "def evaluate(loader, model, device):" in results["engine.py"].after
-    assert "def train_one_epoch(loader, model, optimizer, device, *, accelerator):" in results["engine.py"].after
+    # `train_one_epoch` alone would change `evaluate` too (they share the name `loader`):
+    # the engine stays as written
+    assert results["engine.py"].after == ENGINE
+    assert "engine.evaluate(valid_loader, model, device)\n" in results["train.py"].after
     with_report = _results([root])
     assert "def evaluate(loader, model, device, *, accelerator):" not in with_report["engine.py"].after  # report.run has no Accelerator
 
@@ -258,8 +283,8 @@ def test_a_notebook_of_the_run_that_calls_the_function_keeps_it(tmp_path) -> Non
     notebook = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE, "explore.ipynb": json.dumps(notebook)})
     results = _results([root])
-    assert "def evaluate(loader, model, device):" in results["engine.py"].after
-    assert "def train_one_epoch(loader, model, optimizer, device, *, accelerator):" in results["engine.py"].after
+    assert results["engine.py"].after == ENGINE
+    assert "accelerator=accelerator" not in results["train.py"].after
 
 
 def test_the_index_follows_imports_and_keeps_what_it_cannot_follow_out(tmp_path) -> None:
@@ -303,3 +328,24 @@ def test_lint_reports_what_the_run_would_write(tmp_path) -> None:
     assert not [f for f in engine.findings if f.code == "AM913"]
     assert all(f.start.line <= ENGINE.count("\n") for f in engine.findings)
     assert [f.fixable for f in results["train.py"].findings if f.code == "AM914"] == [True, True]
+
+
+def test_what_is_prepared_is_read_in_the_calling_function(tmp_path) -> None:
+    """`check()` builds a loader of its own (not prepared) and hands it to `evaluate`,
+    while `train_one_epoch` gets the prepared one under the same parameter name `loader`.
+    The engine's analysis knows names, not scopes: threading `train_one_epoch` alone would
+    also drop `evaluate`'s moves (its batches would stay off the device), so neither is
+    threaded and the engine stays as written."""
+    train = TRAIN.replace(
+        "def main():\n",
+        "def check(model, device):\n"
+        "    data = torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randn(8, 1))\n"
+        "    loader = torch.utils.data.DataLoader(data, batch_size=4)\n"
+        "    return engine.evaluate(loader, model, device)\n\n\n"
+        "def main():\n",
+    ).replace("        outputs, targets = engine.evaluate(valid_loader, model, device)\n", "        outputs, targets = check(model, device)\n")
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE})
+    results = _results([root])
+    assert results["engine.py"].after == ENGINE
+    assert {f.code for f in results["engine.py"].findings} == {"AM913"}
+    assert "accelerator=accelerator" not in results["train.py"].after
