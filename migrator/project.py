@@ -614,8 +614,13 @@ def with_unthreaded(result: FileResult, alone: FileResult, threaded: set[str]) -
 
 
 def _others(tree: ast.Module, names: set[str]) -> list[str]:
-    """The top-level functions and classes not named in `names`, as text to compare."""
-    return [ast.dump(n) for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name not in names]
+    """The module's statements but its imports and the definitions named in `names`, as
+    text to compare."""
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return [
+        ast.dump(n) for n in tree.body
+        if not isinstance(n, (ast.Import, ast.ImportFrom)) and not (isinstance(n, kinds) and n.name in names)
+    ]
 
 
 def with_stub(text: str, stub: str) -> str:
