@@ -148,13 +148,16 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
         return
     from migrator import project
 
+    involved = project.linked({i.path: i.source.data for i in readable})
+    if len(involved) < 2:
+        return
     by_path = {i.path: i for i in readable}
-    files = project.index({i.path: i.source.data for i in readable})
+    files = project.index({i.path: i.source.data for i in readable if i.path in involved})
     if not project.candidates(files):
         return
     outside = _beside(readable)
     for item in items:  # notebooks, and files the index cannot parse: callers it cannot follow
-        if item.source is not None and item.path not in files:
+        if item.source is not None and item.path not in files and (item.path in involved or item not in readable):
             outside[item.path] = item.source.data.decode("utf-8", "replace")
 
     def target(path: str) -> str:

@@ -14,6 +14,7 @@ import textwrap
 import pytest
 
 from migrator.api import migrate_paths
+from migrator import project
 from migrator.config import Config
 
 TRAIN = textwrap.dedent('''\
@@ -349,3 +350,25 @@ def test_what_is_prepared_is_read_in_the_calling_function(tmp_path) -> None:
     assert results["engine.py"].after == ENGINE
     assert {f.code for f in results["engine.py"].findings} == {"AM913"}
     assert "accelerator=accelerator" not in results["train.py"].after
+
+
+def test_linked_reads_no_file_that_imports_no_other_file_of_the_run(tmp_path):
+    sources = {
+        str(tmp_path / "train.py"): b"import torch\nimport engine\nengine.train_fn(model)\n",
+        str(tmp_path / "engine.py"): b"import torch\n\ndef train_fn(model):\n    pass\n",
+        str(tmp_path / "plot.py"): b"import matplotlib\nfrom torch import nn\n",
+        str(tmp_path / "other.py"): b"import numpy as np  # mentions engine only in a comment\n",
+    }
+    assert project.linked(sources) == {str(tmp_path / "train.py"), str(tmp_path / "engine.py")}
+    del sources[str(tmp_path / "train.py")]
+    assert project.linked(sources) == set()
+
+
+def test_linked_takes_the_package_a_relative_import_climbs_to(tmp_path):
+    sources = {
+        str(tmp_path / "pkg" / "train.py"): b"from . import helpers  # the folder's files\n",
+        str(tmp_path / "pkg" / "engine.py"): b"def train_fn(model):\n    pass\n",
+        str(tmp_path / "pkg" / "sub" / "loop.py"): b"from .. import engine\n",
+        str(tmp_path / "plot.py"): b"import matplotlib\n",
+    }
+    assert project.linked(sources) == set(sources) - {str(tmp_path / "plot.py")}
