@@ -36,6 +36,7 @@ ENV_FSDP_CPU_OFFLOAD = "ACCEL_FSDP_CPU_OFFLOAD"
 
 # Threads per worker, read by torch; torchrun prints a banner when it has to pick a value.
 ENV_OMP_NUM_THREADS = "OMP_NUM_THREADS"
+ENV_PYTHONHASHSEED = "PYTHONHASHSEED"  # one str-hash seed for all processes (launch/command.py)
 # torchrun's --tee and --redirects given through the environment: torchrun then handles
 # (and prefixes) the workers' output itself.
 ENV_TORCHRUN_TEE = "PET_TEE"

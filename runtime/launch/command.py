@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import os
 import signal
 import socket
@@ -22,6 +23,7 @@ from runtime.process import (
     ENV_FSDP_RESHARD_AFTER_FORWARD,
     ENV_FSDP_WRAP_CLASSES,
     ENV_OMP_NUM_THREADS,
+    ENV_PYTHONHASHSEED,
     ENV_USE_FSDP,
     MIXED_PRECISION_CHOICES,
     LauncherSettings,
@@ -127,12 +129,31 @@ def script_env(config: LaunchConfig) -> dict[str, str]:
 
 
 def launch_env(config: LaunchConfig, environ: Mapping[str, str], cpu_count: int) -> dict[str, str]:
-    """Everything accel-launch sets for a run: the script's settings and the threads per worker."""
+    """Everything accel-launch sets for a run: the script's settings, the threads per worker
+    and one str-hash seed for all processes."""
     env = script_env(config)
     threads = omp_threads(config, environ, cpu_count)
     if threads is not None:
         env[ENV_OMP_NUM_THREADS] = threads
+    seed = hash_seed(config, environ)
+    if seed is not None:
+        env[ENV_PYTHONHASHSEED] = seed
     return env
+
+
+def hash_seed(config: LaunchConfig, environ: Mapping[str, str]) -> str | None:
+    """One PYTHONHASHSEED for every process of a run when the user set none.
+
+    Python randomises str hashing per process, so `list(set(words))` orders a vocabulary
+    differently on each rank and token ids stop meaning the same word: DDP then averages
+    gradients of different embeddings. The seed is derived from what every machine's
+    launcher is given (rendezvous address and port, the script and its arguments), so all
+    nodes agree without talking, and it still changes from run to run with the port.
+    """
+    if environ.get(ENV_PYTHONHASHSEED) is not None:
+        return None
+    key = f"{config.master_addr}:{config.master_port}:{config.script}:{' '.join(config.script_args)}"
+    return str(int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) % (2**32 - 1) + 1)
 
 
 def omp_threads(config: LaunchConfig, environ: Mapping[str, str], cpu_count: int) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import runpy
 import sys
 
@@ -86,13 +87,14 @@ def test_fsdp_settings_reach_the_script_through_the_runtime_constants():
 
 
 def test_threads_only_when_several_processes_share_the_machine():
+    seeded = {"PYTHONHASHSEED": "0"}  # the user's hash seed: accel-launch adds none (next test)
     two = LaunchConfig(script="t.py", nproc_per_node=2)
-    assert launch_env(two, {}, cpu_count=16) == {ENV_OMP_NUM_THREADS: "8"}
-    assert launch_env(two, {ENV_OMP_NUM_THREADS: "3"}, cpu_count=16) == {}
-    assert launch_env(LaunchConfig(script="t.py", nproc_per_node=4), {}, cpu_count=2)[ENV_OMP_NUM_THREADS] == "1"
-    assert launch_env(LaunchConfig(script="t.py", nproc_per_node=1), {}, cpu_count=16) == {}
+    assert launch_env(two, seeded, cpu_count=16) == {ENV_OMP_NUM_THREADS: "8"}
+    assert launch_env(two, {ENV_OMP_NUM_THREADS: "3", **seeded}, cpu_count=16) == {}
+    assert launch_env(LaunchConfig(script="t.py", nproc_per_node=4), seeded, cpu_count=2)[ENV_OMP_NUM_THREADS] == "1"
+    assert launch_env(LaunchConfig(script="t.py", nproc_per_node=1), seeded, cpu_count=16) == {}
     two_nodes = LaunchConfig(script="t.py", nproc_per_node=1, nnodes=2)
-    assert launch_env(two_nodes, {}, cpu_count=16) == {}
+    assert launch_env(two_nodes, seeded, cpu_count=16) == {}
 
 
 @pytest.mark.parametrize(
@@ -167,3 +169,13 @@ def test_python_dash_m_runtime_launch_is_the_cli(monkeypatch, capsys):
                "--fsdp-cpu-offload")  # fmt: skip
     for option in options:
         assert option in help_text, f"{option} missing from --help"
+
+
+def test_hash_seed_is_shared_derived_from_the_rendezvous_and_yields_to_the_user():
+    from runtime.launch.command import hash_seed
+
+    config = LaunchConfig(script="train.py", master_addr="10.0.0.1", master_port=29500, nnodes=2)
+    seed = hash_seed(config, {})
+    assert seed is not None and 1 <= int(seed) < 2**32 and hash_seed(config, {}) == seed  # every node agrees
+    assert hash_seed(dataclasses.replace(config, master_port=29501), {}) != seed  # a new run, a new seed
+    assert hash_seed(config, {"PYTHONHASHSEED": "0"}) is None  # the user's choice stands

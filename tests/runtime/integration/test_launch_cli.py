@@ -69,3 +69,11 @@ def test_two_processes_are_quiet_and_prefixed_one_process_is_plain(tmp_path):
     assert one.output.startswith("WORLD_SIZE=1 "), f"one process prints as it is:\n{one.output}"
     two = run([*launcher(), "--nproc-per-node", "2", str(SCRIPTS / "launch_report.py")], cwd=tmp_path, env=plain).check()
     assert sorted(line.split(" ", 1)[0] for line in two.output.splitlines()) == ["[rank0]:", "[rank1]:"], two.output
+
+
+def test_every_process_iterates_a_set_of_words_in_the_same_order(tmp_path):
+    # Without one PYTHONHASHSEED, list(set(words)) would number a vocabulary differently per rank.
+    result = run([*launcher(), "--nproc-per-node", "2", str(SCRIPTS / "hash_order.py")], cwd=tmp_path,
+                 env={"PYTHONHASHSEED": None}).check()
+    orders = {line.split(" ", 2)[2] for line in result.output.splitlines() if " rank" in line}
+    assert len(orders) == 1 and len(result.output.splitlines()) == 2, result.output
