@@ -23,7 +23,7 @@ _UNDEFINED = (messages.UndefinedName, messages.UndefinedLocal)
 
 
 def check(pair: Pair) -> list[Problem]:
-    return list(_unbound_names(pair)) + list(_attributes_read_early(pair))
+    return list(_unbound_names(pair)) + list(_module_reads_before_binding(pair)) + list(_attributes_read_early(pair))
 
 
 def _undefined(program: Program) -> list:
@@ -87,3 +87,109 @@ def _self_stores(statement: ast.stmt) -> set[str]:
         n.attr for n in ast.walk(statement)
         if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name) and n.value.id == "self"
     }
+
+
+def _module_reads_before_binding(pair: Pair) -> Iterator[Problem]:
+    """pyflakes lets module-level code read a name that some later line (or a function's
+    `global`) binds. A migration must not add such a read: `prepare(model, optimizer)` put
+    above the line that creates the optimizer fails with NameError on the common path."""
+    seen = Counter(name for name, _ in _early_module_reads(pair.before.tree))
+    for name, node in _early_module_reads(pair.after.tree):
+        if seen[name] > 0:
+            seen[name] -= 1
+            continue
+        yield pair.at_after(
+            CODE, node,
+            f"left as written: the migration would read `{name}` at module level before the line "
+            "that first binds it there",
+        )
+
+
+def _early_module_reads(tree: ast.Module) -> list[tuple[str, ast.Name]]:
+    """Module-level reads of a name the module binds only further down, in order. A branch's
+    bindings count from the branch on (an optimistic reading: only sure mistakes count)."""
+    lines: dict[str, list[int]] = {}  # name -> the lines of the module-level statements binding it
+    for stmt in tree.body:
+        for name, line in _bound_by(stmt):
+            lines.setdefault(name, []).append(line)
+    bound: set[str] = set()
+    found: list[tuple[str, ast.Name]] = []
+
+    def visit(stmts: list[ast.stmt]) -> None:
+        for stmt in stmts:
+            end = stmt.end_lineno or stmt.lineno
+            for expr in _own_expressions(stmt):
+                for node in _loads(expr):
+                    if node.id not in bound and any(line > end for line in lines.get(node.id, ())):
+                        found.append((node.id, node))
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(stmt.name)
+                continue
+            bound.update(_targets(stmt))
+            for body in _bodies(stmt):
+                visit(body)
+
+    visit(tree.body)
+    return found
+
+
+def _bound_by(stmt: ast.stmt) -> list[tuple[str, int]]:
+    """(name, line) for each name a module-level statement binds, its nested blocks
+    included (not functions' bodies)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [(stmt.name, stmt.lineno)]
+    out = [(name, stmt.lineno) for name in _targets(stmt)]
+    for body in _bodies(stmt):
+        for inner in body:
+            out += _bound_by(inner)
+    return out
+
+
+def _targets(stmt: ast.stmt) -> list[str]:
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in stmt.names]
+    targets: list[ast.AST] = []
+    if isinstance(stmt, ast.Assign):
+        targets = list(stmt.targets)
+    elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)):
+        targets = [stmt.target]
+    elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+        targets = [stmt.target]
+    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+        targets = [i.optional_vars for i in stmt.items if i.optional_vars is not None]
+    elif isinstance(stmt, ast.Try):
+        return [h.name for h in stmt.handlers if h.name]
+    names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+    return names + [n.target.id for n in ast.walk(stmt) if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name)]
+
+
+def _bodies(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return []
+    out = [getattr(stmt, f) for f in ("body", "orelse", "finalbody") if isinstance(getattr(stmt, f, None), list)]
+    out += [h.body for h in getattr(stmt, "handlers", [])]
+    out += [c.body for c in getattr(stmt, "cases", [])]
+    return out
+
+
+def _own_expressions(stmt: ast.stmt) -> list[ast.AST]:
+    """The expressions a statement evaluates itself (not those of its nested blocks, nor a
+    function's body; a def's decorators and defaults are evaluated where it stands)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return [*stmt.decorator_list, *stmt.args.defaults, *(d for d in stmt.args.kw_defaults if d)]
+    if isinstance(stmt, ast.ClassDef):
+        return [*stmt.decorator_list, *stmt.bases]
+    nested = {id(s) for body in _bodies(stmt) for s in body}
+    return [c for c in ast.iter_child_nodes(stmt) if id(c) not in nested and not isinstance(c, ast.stmt)]
+
+
+def _loads(expr: ast.AST) -> Iterator[ast.Name]:
+    """Name reads in `expr`, not inside a lambda or a comprehension's own scope."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            yield node
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        stack.extend(ast.iter_child_nodes(node))

@@ -402,3 +402,21 @@ def test_files_deleted_on_every_process_after_a_main_only_save() -> None:
     before = "import torch, glob, os\nfor e in range(3):\n    torch.save(state, f'{e}.pkl')\n    for f in glob.glob('*.pkl'):\n        os.remove(f)\n"
     after = HEAD + "import glob, os\naccelerator = Accelerator()\nfor e in range(3):\n    accelerator.save(state, f'{e}.pkl')\n    for f in glob.glob('*.pkl'):\n        os.remove(f)\n"
     assert "AM952" in [c for c, _ in _codes(before, after)]
+
+
+def test_prepare_above_the_line_that_creates_the_optimizer_at_module_level() -> None:
+    # pyflakes accepts the read (a later line, and a function's global, bind the name); on a
+    # fresh run, without --resume, it is a NameError.
+    load = "def load(path):\n    global model, optimizer\n    model, optimizer = torch.load(path)\n"
+    before = (
+        "import torch\n" + load + "model = Net()\nif args.resume:\n    load(args.resume)\n"
+        "try:\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    for x in loader:\n        model(x).sum().backward()\nexcept KeyboardInterrupt:\n    pass\n"
+    )
+    after = HEAD + load + (
+        "accelerator = Accelerator()\nmodel = Net()\nif args.resume:\n    load(args.resume)\n"
+        "model, optimizer = accelerator.prepare(model, optimizer)\n"
+        "try:\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    for x in loader:\n        accelerator.backward(model(x).sum())\nexcept KeyboardInterrupt:\n    pass\n"
+    )
+    assert [c for c, _ in _codes(before, after)] == ["AM950"]
