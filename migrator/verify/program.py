@@ -331,6 +331,22 @@ def parameter_owners(expr: ast.AST, program: Program, depth: int = 0) -> set[str
                 if owner:
                     owners.add(owner)
         elif isinstance(node, ast.Name) and depth < 2:
-            for value in program.values_of(node.id):
+            for value in [*program.values_of(node.id), *_appended_to(node.id, program)]:
                 owners |= parameter_owners(value, program, depth + 1)
     return owners
+
+
+def _appended_to(name: str, program: Program) -> list[ast.AST]:
+    """What `name.append(x)` / `name.extend(xs)` add to a list, and for an `x` a loop binds,
+    what that loop iterates (`for p in filter(..., model.parameters()): params.append(p)`)."""
+    added: list[ast.AST] = []
+    for node in program.nodes:
+        if (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("append", "extend") and dotted(node.func.value) == name and node.args
+        ):
+            added.append(node.args[0])
+    loops = [n for n in program.nodes if isinstance(n, (ast.For, ast.AsyncFor))]
+    for arg in [a for a in added if isinstance(a, ast.Name)]:
+        added += [loop.iter for loop in loops if isinstance(loop.target, ast.Name) and loop.target.id == arg.id]
+    return added

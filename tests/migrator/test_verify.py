@@ -420,3 +420,20 @@ def test_prepare_above_the_line_that_creates_the_optimizer_at_module_level() -> 
         "    for x in loader:\n        accelerator.backward(model(x).sum())\nexcept KeyboardInterrupt:\n    pass\n"
     )
     assert [c for c, _ in _codes(before, after)] == ["AM950"]
+
+
+def test_an_optimizer_over_a_list_the_model_parameters_were_appended_to() -> None:
+    before = (
+        "import torch\nmodel = Net().to(device)\ncriterion = torch.nn.CTCLoss().to(device)\ntrainable = []\n"
+        "for p in filter(lambda p: p.requires_grad, model.parameters()):\n    trainable.append(p)\n"
+        "optimizer = torch.optim.Adam(trainable, lr=1e-3)\n"
+        "for x, y in loader:\n    criterion(model(x), y).backward()\n    optimizer.step()\n"
+    )
+    after = HEAD + (
+        "accelerator = Accelerator()\nmodel = Net().to(device)\ncriterion = torch.nn.CTCLoss()\ntrainable = []\n"
+        "for p in filter(lambda p: p.requires_grad, model.parameters()):\n    trainable.append(p)\n"
+        "optimizer = torch.optim.Adam(trainable, lr=1e-3)\n"
+        "criterion, optimizer, loader = accelerator.prepare(criterion, optimizer, loader)\n"
+        "for x, y in loader:\n    accelerator.backward(criterion(model(x), y))\n    optimizer.step()\n"
+    )
+    assert ("AM951", 7) in _codes(before, after)  # at the optimizer, in the original
