@@ -14,7 +14,6 @@ from typing import Iterable, Sequence
 import libcst as cst
 
 from migrator.analysis.names import dotted_name
-from migrator.comments import CarriedComments
 from migrator.edits import Fix
 
 Request = tuple[str, "str | None", "str | None"]  # (module, name or None, alias or None)
@@ -80,14 +79,6 @@ class _Remover(cst.CSTTransformer):
         super().__init__()
         self._removes = removes
         self._read = read
-        self._comments = CarriedComments()
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        self._comments.enter(node)
-        return super().on_visit(node)
-
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
-        return self._comments.leave(original, super().on_leave(original, updated))
 
     def _drop(self, alias: cst.ImportAlias, module: str, from_import: bool) -> bool:
         local = _local(alias, from_import)

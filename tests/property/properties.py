@@ -38,6 +38,10 @@ class KnownBug:
 
 
 KNOWN_BUGS: dict[str, KnownBug] = {
+    "comment-dropped": KnownBug(
+        r"^line \d+ changed but no fixed finding covers it: '#",
+        "comment-above-a-removed-import-is-dropped",
+    ),
     "finding-columns": KnownBug(
         r"^finding column out of range: .* in the original text",
         "fixed-finding-columns-from-a-later-pass",
