@@ -25,7 +25,22 @@ from typing import Sequence
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
-_RANK = re.compile(r"^\[default(\d+)\]:(.*)$")
+_TAG = re.compile(r"\[default(\d+)\]:")
+
+
+def tagged_lines(output: str):
+    """(rank, text) for every line of a teed run; no tag: rank 0. torchrun's tee polls the
+    ranks' log files, and on a loaded machine it can glue a rank's partial line to another
+    rank's line (`[default1]:x[default0]:step 1 ...`): each tag starts a piece of its own."""
+    for line in output.splitlines():
+        tags = list(_TAG.finditer(line))
+        if not tags:
+            yield 0, line
+            continue
+        if tags[0].start() > 0:
+            yield 0, line[: tags[0].start()]
+        for tag, following in zip(tags, [*tags[1:], None]):
+            yield int(tag.group(1)), line[tag.end() : following.start() if following else len(line)]
 _NUMBER = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf))"
 _FIELDS = {name: re.compile(rf"\b{name}\b\s*[:=]?\s*{_NUMBER}") for name in ("epoch", "step", "loss", "lr")}
 
@@ -72,11 +87,7 @@ def parse_steps(output: str, pattern: str | None = None) -> dict[int, list[Step]
     """
     custom = re.compile(pattern) if pattern else None
     ranks: dict[int, list[Step]] = {}
-    for line in output.splitlines():
-        rank = 0
-        tagged = _RANK.match(line)
-        if tagged:
-            rank, line = int(tagged.group(1)), tagged.group(2)
+    for rank, line in tagged_lines(output):
         if custom:
             match = custom.search(line)
             text = {k: v for k, v in match.groupdict().items() if v is not None} if match else {}
@@ -215,11 +226,7 @@ def parse_metrics(output: str, pattern: str) -> dict[int, list[dict[str, float]]
     """Every evaluation line `pattern` (named groups, one per value) finds, per rank."""
     regex = re.compile(pattern)
     ranks: dict[int, list[dict[str, float]]] = {}
-    for line in output.splitlines():
-        rank = 0
-        tagged = _RANK.match(line)
-        if tagged:
-            rank, line = int(tagged.group(1)), tagged.group(2)
+    for rank, line in tagged_lines(output):
         match = regex.search(line)
         if match:
             ranks.setdefault(rank, []).append({k: float(v) for k, v in match.groupdict().items() if v is not None})
