@@ -18,7 +18,11 @@ _WRITERS = {
     "numpy.savez": (0, "file"),
     "numpy.savez_compressed": (0, "file"),
     "numpy.savetxt": (0, "fname"),
+    "torch.onnx.export": (2, "f"),
 }
+# writers that run a model they are given: on the main process alone it must be the
+# unwrapped one (DistributedDataParallel's forward would wait for the other processes)
+_MODEL_ARGUMENT = {"torch.onnx.export": (0, "model")}
 _OPENERS = {"open", "builtins.open", "io.open"}
 
 
@@ -27,10 +31,11 @@ class FileWrittenOnEveryProcess(Rule):
     In a script being migrated, puts a file written to the same path by every process
     under `if accelerator.is_main_process:`: a statement that is one call of
     `torchvision.utils.save_image`, `matplotlib.pyplot.savefig`, `numpy.save`/`savez`/
-    `savetxt`, a whole `with open(path, "w") as f:` block (any writing mode), or an
-    archive unpacked (`tar.extractall()`, `shutil.unpack_archive`, with the `with`
-    blocks that only download and open it). In the block, calls of the prepared model go
-    through `accelerator.unwrap_model(model)`, so the main process alone runs no
+    `savetxt`, `torch.onnx.export`, a whole `with open(path, "w") as f:` block (any
+    writing mode), or an archive unpacked (`tar.extractall()`, `shutil.unpack_archive`,
+    with the `with` blocks that only download and open it). In the block, calls of the
+    prepared model, and the model an ONNX export runs, go through
+    `accelerator.unwrap_model(model)`, so the main process alone runs no
     DistributedDataParallel collective. When the script reads the files afterwards (an
     unpacked archive, the same path passed to a later call), `accelerator.wait_for_everyone()`
     follows, so no process reads them before they are written. (`torch.save` is
@@ -101,6 +106,7 @@ class FileWrittenOnEveryProcess(Rule):
         if not analysis.migrating:
             return
         gated: list[tuple[cst.Call, cst.BaseStatement, dict]] = []
+        self._model_arguments: set[int] = set()
         for fact in analysis.facts.calls:
             found = self._write(fact)
             if found is None:
@@ -114,6 +120,8 @@ class FileWrittenOnEveryProcess(Rule):
                 self.report(call, note=f" (left as written: {why})", **fields)
             else:
                 gated.append((call, statement, fields, wait))
+                if fact.qualified in _MODEL_ARGUMENT:
+                    self._model_arguments.add(id(_argument(call, *_MODEL_ARGUMENT[fact.qualified])))
         for group in adjacent_runs(gated, analysis.parent):
             accelerator = analysis.accelerator_at(group[0][1])
             pairs = wrap_statements([entry[1] for entry in group], self._wrapper(accelerator))
@@ -288,18 +296,26 @@ class FileWrittenOnEveryProcess(Rule):
         test = cst.parse_expression(f"{accelerator}.is_main_process")
 
         def build(body: cst.IndentedBlock) -> cst.If:
-            return cst.If(test=test, body=body.visit(_Unwrap(models, accelerator)) if models else body)
+            unwrap = _Unwrap(models, accelerator, self._model_arguments)
+            return cst.If(test=test, body=body.visit(unwrap) if models else body)
 
         return build
 
 
 class _Unwrap(cst.CSTTransformer):
-    """`model(x)` → `accelerator.unwrap_model(model)(x)` for the prepared models."""
+    """`model(x)` → `accelerator.unwrap_model(model)(x)` for the prepared models, and a
+    prepared model handed to a writer that runs it (`torch.onnx.export(model, ...)`)."""
 
-    def __init__(self, models: set[str], accelerator: str) -> None:
+    def __init__(self, models: set[str], accelerator: str, model_arguments: set[int]) -> None:
         super().__init__()
         self.models = models
         self.accelerator = accelerator
+        self.model_arguments = model_arguments
+
+    def leave_Name(self, original: cst.Name, updated: cst.BaseExpression) -> cst.BaseExpression:
+        if id(original) in self.model_arguments and original.value in self.models:
+            return cst.parse_expression(f"{self.accelerator}.unwrap_model({original.value})")
+        return updated
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         name = dotted_name(original.func)
