@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.edits import replace
+from migrator.edits import remove, replace
 from migrator.rule import Example, FixAvailability, Rule
 
 _DATA_PARALLEL = {"torch.nn.parallel.data_parallel", "torch.nn.parallel.data_parallel.data_parallel"}
@@ -40,10 +40,12 @@ class DataParallelInForward(Rule):
     Use instead:
     ```python
     def forward(self, input):
-        if input.is_cuda and self.ngpu > 1:
-            return self.main(input)
         return self.main(input)
     ```
+
+    Once the call is plain both branches do the same, so the `if` goes when its test only
+    reads and compares (`input.is_cuda and self.ngpu > 1`); a test that calls something
+    (`torch.cuda.device_count() > 1`) keeps its branches.
 
     ## Known limits
     Rewritten only when the plain call is equivalent: `inputs` is a tuple written out, the
@@ -87,7 +89,57 @@ class DataParallelInForward(Rule):
         if plain is None:
             return  # the verifier reports it beside the migration (migrator/verify/distribution.py)
         callee = cst.Module([]).code_for_node(node.func)
-        self.report(node, edits=[replace(node, plain)], callee=callee, plain=cst.Module([]).code_for_node(plain))
+        edit = _collapsed_branch(analysis, node, plain) or replace(node, plain)
+        self.report(node, edits=[edit], callee=callee, plain=cst.Module([]).code_for_node(plain))
+
+
+def _collapsed_branch(analysis, call: cst.Call, plain: cst.Call):
+    """`if <test>: out = dp(m, x)  else: out = m(x)`: once the call is plain both branches
+    are one statement, so the `if` goes (an `if` whose body returns what the next
+    statement returns, likewise). Only for a test that reads and compares (no call that
+    could do something); None when the shape is anything else."""
+    line = analysis.parent(analysis.parent(call))
+    if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1 or line.body[0] is not analysis.parent(call):
+        return None
+    block = analysis.parent(line)
+    branch = analysis.parent(block)
+    if not isinstance(block, cst.IndentedBlock) or len(block.body) != 1 or not isinstance(branch, cst.If):
+        return None
+    if not _reads_only(branch.test):
+        return None
+    rewritten = _code(line.deep_replace(call, plain))
+    if isinstance(branch.orelse, cst.Else):
+        other = branch.orelse.body.body
+        if len(other) == 1 and isinstance(other[0], cst.SimpleStatementLine) and _code(other[0]) == rewritten:
+            return replace(branch, other[0].with_changes(leading_lines=branch.leading_lines))
+        return None
+    if branch.orelse is None and isinstance(line.body[0], cst.Return):
+        siblings = analysis.parent(branch)
+        body = list(getattr(siblings, "body", ()))
+        at = next((i for i, s in enumerate(body) if s is branch), None)
+        if at is not None and at + 1 < len(body) and isinstance(body[at + 1], cst.SimpleStatementLine):
+            if _code(body[at + 1]) == rewritten and not branch.leading_lines:
+                return remove(branch)
+    return None
+
+
+def _reads_only(test: cst.BaseExpression) -> bool:
+    """Names, attributes, constants, comparisons and boolean logic: no call, no side effect."""
+    if isinstance(test, (cst.Name, cst.Integer, cst.Float, cst.SimpleString)):
+        return True
+    if isinstance(test, cst.Attribute):
+        return _reads_only(test.value)
+    if isinstance(test, cst.BooleanOperation):
+        return _reads_only(test.left) and _reads_only(test.right)
+    if isinstance(test, cst.UnaryOperation):
+        return _reads_only(test.expression)
+    if isinstance(test, cst.Comparison):
+        return _reads_only(test.left) and all(_reads_only(c.comparator) for c in test.comparisons)
+    return False
+
+
+def _code(line: cst.SimpleStatementLine) -> str:
+    return cst.Module([]).code_for_node(line.with_changes(leading_lines=())).strip()
 
 
 def _function_of(analysis, node: cst.CSTNode) -> cst.FunctionDef | None:
