@@ -46,7 +46,7 @@ class Config:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = field(default_factory=tuple)
     exclude: tuple[str, ...] = ()
     root: str | None = None
-    # Set by a run of several files (migrator/project.py), never by users: the calls in
+    # Set by a run of several files (migrator/project/), never by users: the calls in
     # this file that pass the Accelerator to a function of another file of the run, and
     # this file's callers in other files, written as a stub the engine appends.
     project_calls: tuple[str, ...] = ()

@@ -46,7 +46,7 @@ class Example:
     # against the verifier alone, so the example stays true as the rules improve).
     refused: str | None = None
     # For a rule that acts in a run of several files: the calls that run threads the
-    # Accelerator into (Config.project_calls, set by migrator/project.py).
+    # Accelerator into (Config.project_calls, set by migrator/project/).
     project_calls: tuple[str, ...] = ()
 
 

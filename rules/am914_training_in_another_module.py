@@ -64,7 +64,7 @@ class TrainingInAnotherModule(Rule):
     (the second example). Whole or nothing: if any call of such a function in the run has
     no Accelerator to pass, the function is used as a value, or the engine's migration
     does not take the parameter, both files are left as they are alone, with this
-    finding and AM913's (migrator/project.py).
+    finding and AM913's (migrator/project/).
 
     ## Known limits
     A module counts as the project's own when its import root is not a known library;
@@ -126,7 +126,7 @@ class TrainingInAnotherModule(Rule):
             self.report(c.node, call=c.func or function, module=module, what=what, advice=_ADVICE.format(module=module))
 
     def _pass_accelerator(self, spellings: set[str]) -> None:
-        """In a run of several files (migrator/project.py): every call of a function the
+        """In a run of several files (migrator/project/): every call of a function the
         other file's migration threads passes `accelerator=...`; where no Accelerator
         reaches the call it is reported, and the run leaves both files as they are alone."""
         analysis = self.analysis

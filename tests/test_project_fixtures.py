@@ -1,5 +1,5 @@
 """Walk fixtures/*/input/ (a folder: a project of several files migrated in one run,
-migrator/project.py): snapshot every file's migration under expected/ and the findings,
+migrator/project/): snapshot every file's migration under expected/ and the findings,
 and hold the invariants: everything compiles, the stub of the callers never shows, and a
 second run over what --write leaves changes nothing and finds nothing fixable."""
 

@@ -200,7 +200,7 @@ class ScriptAnalysis:
 def analyze(wrapper: MetadataWrapper, *, batch_stepped: frozenset[str] = frozenset()) -> ScriptAnalysis:
     """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy).
     `batch_stepped`: schedulers handed to a function of another file of the run that steps
-    them per batch (migrator/project.py), so they are prepared."""
+    them per batch (migrator/project/), so they are prepared."""
     module = wrapper.module
     tables = node_tables(module)
     parents, by_type = tables.parents, tables.by_type

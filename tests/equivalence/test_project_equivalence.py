@@ -1,4 +1,4 @@
-"""A set-up file and its engine module, migrated in one run (migrator/project.py), train like
+"""A set-up file and its engine module, migrated in one run (migrator/project/), train like
 the original: the same losses on 1 process; on 2 processes at batch B the mean of the two
 local losses is the original's at 2B, step by step; and the evaluation the engine returns
 holds every sample on every process (gathered), so the accuracy the set-up computes from

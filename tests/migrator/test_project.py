@@ -1,4 +1,4 @@
-"""Several files of one run migrated as one program (migrator/project.py): a set-up file
+"""Several files of one run migrated as one program (migrator/project/): a set-up file
 hands its model, optimizer and loaders to training functions of another file of the run.
 
 Real command-line runs on a temporary project, so the reading, ordering, caching and

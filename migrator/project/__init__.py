@@ -1,0 +1,47 @@
+"""Several files of one run migrated as one program.
+
+Modules: `index` (what each file defines, imports and calls), `calls` (what a migrated
+caller passes), `stub` (the callers written below the engine), `decide` (the rounds).
+
+A set-up file (`train.py`) prepares the model, optimizer and loaders and hands them to a
+function of another file of the run (`engine.train_fn(loader, model, optimizer, device,
+scheduler)`), whose body holds the backward, the clipping and the metrics. Alone, the
+set-up is prepared and the engine is left as written with AM913/AM914 findings. Here the
+two are migrated together, whole or not at all:
+
+- `index()` reads every file of the run once with `ast` (cheap, no LibCST): the imports
+  that reach another file of the run (`import engine`, `import engine as e`,
+  `from engine import train_fn as tf`, `from . import engine`, packages) and the calls they
+  make, and each file's top-level functions.
+- A function is *threaded* (it gets a keyword-only `accelerator` parameter) when it
+  trains or evaluates (a `.backward(`, or a loop in it), is called from another file of
+  the run, is never used there as a value, and can take the keyword (no `**kwargs`, no
+  `accelerator` parameter yet, defined once). A class that trains with what it is given
+  (`Trainer(model, optimizer, loader)`, its own `__init__`, no subclass) is threaded the
+  same way: `__init__` takes the keyword and stores `self.accelerator` (AM002's classes).
+- The callers are migrated with `Config.project_calls` naming the call spellings that
+  pass `accelerator=...` (AM914 writes it where an Accelerator reaches the call, and
+  reports it where none does).
+- The engine file is migrated with the rules of a single script, with its callers written
+  as a stub appended below the module (`Config.project_callers`): a function that makes
+  the Accelerator, prepares the parameters the real callers pass prepared, and calls the
+  threaded functions. The rules then see exactly what they see when caller and engine
+  share a file (AM002 threads the parameter, the loader is known to be prepared, the
+  verifier checks the result); the stub is cut off again before anything is shown or
+  written, and findings on its lines are dropped. Appended below, it moves no line of the
+  real code.
+- Whole or nothing: a call site that ends up without `accelerator=`, a function the engine
+  migration did not thread, a parameter prepared at one call and not at another, or a
+  result that failed or was refused drops the function, and the run is redone without it
+  until nothing is dropped. A file with nothing threaded is migrated as it is alone.
+"""
+
+
+from migrator.project.decide import Outcome, decide, with_unthreaded
+from migrator.project.index import Call, FileIndex, Function, candidates, index, linked
+from migrator.project.stub import SEPARATOR, STUB, with_stub, without_stub
+
+__all__ = [
+    "Call", "FileIndex", "Function", "Outcome", "SEPARATOR", "STUB",
+    "candidates", "decide", "index", "linked", "with_stub", "with_unthreaded", "without_stub",
+]

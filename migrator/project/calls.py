@@ -1,0 +1,128 @@
+"""What a migrated caller passes at each call of a threaded function: the Accelerator,
+and for every argument whether it is prepared (with its role), the Accelerator's device,
+or something else."""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.findings import FileResult, FileStatus
+from migrator.project.index import ACCELERATOR, FileIndex
+
+
+
+def check_caller(f: FileIndex, threaded, result: FileResult, prepared) -> set[tuple[str, str]]:
+    """The threaded functions this caller does not pass the Accelerator to at every call
+    (all of them when the result failed or was not migrated). Fills `prepared` with what
+    each call passes: parameter → "prepared" / "device" / "other"."""
+    mine = {c.target for c in f.calls if c.target in threaded}
+    if result.status is not FileStatus.CHANGED or result.after is None or any(x.code.startswith("AM95") for x in result.findings):
+        return mine
+    try:
+        tree = ast.parse(result.after)
+    except SyntaxError:
+        return mine
+    roles = _roles(result.after)
+    spelled = {c.spelling: c.target for c in f.calls if c.target in threaded}
+    dropped, found = set(), set()
+    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    flat = _prepared_names(ast.walk(tree))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        spelling = spelling_of(node.func)
+        if spelling not in spelled:
+            continue
+        target = spelled[spelling]
+        if not any(k.arg == ACCELERATOR for k in node.keywords):
+            dropped.add(target)
+            continue
+        found.add(target)
+        prepared.setdefault(target, []).append(_kinds(node, _Scopes(node, parents, flat), roles))
+    return dropped | (mine - found)
+
+
+def spelling_of(func: ast.AST) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        return f"{func.value.id}.{func.attr}"
+    return None
+
+
+class _Scopes:
+    """What a name passed at `call` is, looked up from the call's own function outwards:
+    the innermost scope that binds it decides (a `loader` prepared in `main()` is not the
+    `loader` another function builds for itself)."""
+
+    def __init__(self, call: ast.Call, parents: dict[int, ast.AST], flat: tuple[set[str], set[str]]) -> None:
+        self.flat = flat  # for a parameter: what the name is where the file prepares it
+        self.chain = []
+        node = parents.get(id(call))
+        while node is not None:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                self.chain.append(node)
+            node = parents.get(id(node))
+
+    def kind(self, name: str) -> str | None:
+        for scope in self.chain:
+            own = list(_own_nodes(scope))
+            prepared, devices = _prepared_names(own)
+            if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in own):
+                return "prepared" if name in prepared else "device" if name in devices else "other"
+            if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and name in {
+                a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg)
+            }:
+                prepared, devices = self.flat  # passed in (AM002 threads such helpers from the set-up)
+                return "prepared" if name in prepared else "device" if name in devices else "other"
+        return None
+
+
+def _own_nodes(scope: ast.AST):
+    """The nodes of `scope`'s body, not those of functions or classes nested in it."""
+    stack = list(scope.body) if hasattr(scope, "body") else []
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _prepared_names(nodes) -> tuple[set[str], set[str]]:
+    """Names bound from `accelerator.prepare(...)`, and names bound to `accelerator.device`."""
+    prepared, devices = set(), set()
+    for node in nodes:
+        if not isinstance(node, ast.Assign):
+            continue
+        targets = [e for t in node.targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
+        value = node.value
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "prepare":
+            prepared.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(value, ast.Attribute) and value.attr == "device" and spelling_of(value.value) == ACCELERATOR:
+            devices.update(t.id for t in targets if isinstance(t, ast.Name))
+    return prepared, devices
+
+
+def _roles(text: str) -> dict[str, str]:
+    """The roles the caller's own analysis gives its names (model, optimizer, ...)."""
+    import libcst as cst
+    from libcst.metadata import MetadataWrapper
+
+    from migrator.analysis import analyze
+
+    analysis = analyze(MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True))
+    return {name: role.name.lower() for name, role in analysis.roles.roles.items()}
+
+
+def _kinds(call: ast.Call, scopes: _Scopes, roles: dict[str, str]) -> dict[object, str]:
+    def kind(value: ast.AST) -> str:
+        if isinstance(value, ast.Attribute) and value.attr == "device" and spelling_of(value.value) == ACCELERATOR:
+            return "device"
+        found = scopes.kind(value.id) if isinstance(value, ast.Name) else None
+        if found == "prepared":
+            return f"prepared:{roles.get(value.id, '')}"
+        return found if found == "device" else "other"
+
+    out: dict[object, str] = {i: kind(a) for i, a in enumerate(call.args)}
+    out.update({k.arg: kind(k.value) for k in call.keywords if k.arg and k.arg != ACCELERATOR})
+    return out

@@ -1,0 +1,153 @@
+"""The run's decision: which functions are threaded, redone until every caller passes
+the Accelerator and every engine took it (whole or nothing per function)."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Callable
+
+from migrator.findings import FileResult, FileStatus
+from migrator.project.calls import check_caller
+from migrator.project.index import ACCELERATOR, FileIndex, candidates, init_of
+from migrator.project.stub import caller_stub
+
+_ROUNDS = 6
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the run decided: the functions threaded, and each file's context."""
+
+    threaded: frozenset[tuple[str, str]]
+    calls: dict[str, tuple[str, ...]]  # caller path → spellings that pass the Accelerator
+    stubs: dict[str, str]  # engine path → its callers' stub
+    stepped: dict[str, tuple[str, ...]] = field(default_factory=dict)  # caller path → schedulers stepped per batch
+
+    def context(self, path: str) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
+        """(calls, stub, stepped) for `path`: what `migrate` was given for it."""
+        return self.calls.get(path, ()), self.stubs.get(path, ""), self.stepped.get(path, ())
+
+
+def decide(
+    files: dict[str, FileIndex],
+    migrate: Callable[[str, tuple[str, ...], str, tuple[str, ...]], FileResult],
+    target_import: Callable[[str], str],
+    outside: dict[str, str] | None = None,
+) -> tuple[Outcome, dict[str, FileResult]]:
+    """Run the callers and engines with the threaded set until nothing is dropped.
+    `migrate(path, calls, stub, stepped)` migrates one file with that context (the stub
+    already cut off again; `stepped`: its schedulers the threaded functions step per batch).
+    Returns the outcome and the results of the files that had a context."""
+    threaded = candidates(files, outside)
+    for _ in range(_ROUNDS):
+        if not threaded:
+            return Outcome(frozenset(), {}, {}), {}
+        results: dict[str, FileResult] = {}
+        dropped: set[tuple[str, str]] = set()
+        calls = _calls_by_file(files, threaded)
+        stepped: dict[str, tuple[str, ...]] = {}
+        prepared: dict[tuple[str, str], list[dict[str, str]]] = {}
+        for path, spellings in calls.items():
+            stepped[path] = _stepped_by(files, files[path], threaded)
+            result = migrate(path, spellings, "", stepped[path])
+            results[path] = result
+            dropped |= check_caller(files[path], threaded, result, prepared)
+        threaded -= dropped
+        if dropped:
+            continue
+        stubs = {}
+        for engine in sorted({t[0] for t in threaded}):
+            mine = sorted(t for t in threaded if t[0] == engine)
+            stub, left_out = caller_stub(files, mine, prepared, target_import(engine))
+            dropped |= left_out
+            if stub is None or left_out:
+                continue  # the callers are migrated again without what was left out
+            stubs[engine] = stub
+            result = migrate(engine, (), stub, ())
+            bad = _check_engine(mine, result)
+            if not bad:  # the functions left alone keep the AM913 advice they get alone
+                result = with_unthreaded(result, migrate(engine, (), "", ()), {t[1] for t in mine})
+            results[engine] = result
+            dropped |= bad
+        threaded -= dropped
+        if not dropped:
+            return Outcome(frozenset(threaded), calls, stubs, stepped), results
+    return Outcome(frozenset(), {}, {}), {}
+
+
+def _stepped_by(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[str, ...]:
+    """Names this caller hands to a threaded function that steps them per batch."""
+    out = set()
+    for call in f.calls:
+        if call.target not in threaded:
+            continue
+        function = files[call.target[0]].functions[call.target[1]]
+        given = list(zip(function.params, call.args)) + list(call.keywords)
+        out |= {name for param, name in given if name and param in function.batch_stepped}
+    return tuple(sorted(out))
+
+
+def _calls_by_file(files: dict[str, FileIndex], threaded: set[tuple[str, str]]) -> dict[str, tuple[str, ...]]:
+    out = {}
+    for path, f in files.items():
+        spellings = sorted({c.spelling for c in f.calls if c.target in threaded})
+        if spellings:
+            out[path] = tuple(spellings)
+    return out
+
+
+def _check_engine(mine, result: FileResult) -> set[tuple[str, str]]:
+    """The functions of `mine` the engine's migration did not give the keyword-only
+    parameter; all of them when it changed another function or class of the file (the
+    stub's prepare() speaks for the threaded functions only: a `.to(device)` removed from a
+    function the set-up does not reach would leave its batches off the device)."""
+    if result.status is not FileStatus.CHANGED or result.after is None or any(x.code.startswith("AM95") for x in result.findings):
+        return set(mine)
+    try:
+        tree = ast.parse(result.after)
+        before = ast.parse(result.before or "")
+    except SyntaxError:
+        return set(mine)
+    names = {t[1] for t in mine}
+    if _others(before, names) != _others(tree, names):
+        return set(mine)
+    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    defs |= {n.name: init for n in tree.body if isinstance(n, ast.ClassDef) and (init := init_of(n)) is not None}
+    return {t for t in mine if t[1] not in defs or ACCELERATOR not in [a.arg for a in defs[t[1]].args.kwonlyargs]}
+
+
+def with_unthreaded(result: FileResult, alone: FileResult, threaded: set[str]) -> FileResult:
+    """`result` (the engine migrated with its callers) plus the AM913 findings the engine
+    alone gives in the functions that were not threaded, moved to where those functions
+    are now (they are unchanged; code above them may have moved)."""
+    from dataclasses import replace
+
+    from migrator.findings import Position
+
+    try:
+        before, after = ast.parse(result.before or ""), ast.parse(result.after or "")
+    except SyntaxError:
+        return result
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    spans = {n.name: (n.lineno, n.end_lineno or n.lineno) for n in before.body if isinstance(n, kinds) and n.name not in threaded}
+    now = {n.name: n.lineno for n in after.body if isinstance(n, kinds)}
+    extra = []
+    for f in alone.findings:
+        name = next((k for k, (a, b) in spans.items() if f.code == "AM913" and a <= f.start.line <= b and k in now), None)
+        if name is not None:
+            shift = now[name] - spans[name][0]
+            extra.append(replace(
+                f, start=Position(f.start.line + shift, f.start.col), end=Position(f.end.line + shift, f.end.col)
+            ))
+    return replace(result, findings=result.findings + tuple(extra)) if extra else result
+
+
+def _others(tree: ast.Module, names: set[str]) -> list[str]:
+    """The module's statements but its imports and the definitions named in `names`, as
+    text to compare."""
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    return [
+        ast.dump(n) for n in tree.body
+        if not isinstance(n, (ast.Import, ast.ImportFrom)) and not (isinstance(n, kinds) and n.name in names)
+    ]

@@ -1,0 +1,315 @@
+"""What each file of a run defines, imports from the others and calls there: read once
+with `ast` (cheap, no LibCST), and which of its functions may be threaded."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass, field
+
+ACCELERATOR = "accelerator"
+
+
+@dataclass
+class Function:
+    """A top-level function of a file: its parameters and whether it can be threaded."""
+
+    name: str
+    params: tuple[str, ...]  # positional-or-keyword, in order
+    kwonly: tuple[str, ...]
+    threadable: bool
+    batch_stepped: frozenset[str] = frozenset()  # parameters it calls `.step()` on inside a loop
+    is_class: bool = False  # a class: `params` are its __init__'s, the keyword goes there
+
+
+@dataclass
+class Call:
+    """A call in one file to a function of another file of the run."""
+
+    spelling: str  # the callee as written: `engine.train_fn`, `tf`
+    target: tuple[str, str]  # (path of the defining file, function name)
+    args: tuple[str | None, ...]  # positional arguments as names (None for other expressions)
+    keywords: tuple[tuple[str, str | None], ...]
+    has_star: bool
+
+
+@dataclass
+class FileIndex:
+    path: str
+    functions: dict[str, Function] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
+    values: set[tuple[str, str]] = field(default_factory=set)  # run functions used as values here
+    local_uses: set[str] = field(default_factory=set)  # names of own functions read in this file
+    words: set[str] = field(default_factory=set)  # every identifier the file mentions
+
+
+_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+\.*[\w.]*[ \t]+import|import[ \t])[^\n]*", re.MULTILINE)
+
+
+def linked(sources: dict[str, bytes]) -> set[str]:
+    """The files that may import another file of the run, and the files they may import:
+    a textual look at import lines, cheap enough for every run (a run of 300 files that do
+    not import each other parses none of them). Conservative: `import m`/`from m import ...`
+    in a file links it to the run's `m.py` or package `m/` in its folder or a folder above
+    (up to the run's root, where Python would look); a relative import links it to every
+    file under the package it climbs to."""
+    absolute = {p: os.path.abspath(p) for p in sources}
+    root = os.path.commonpath([os.path.dirname(a) for a in absolute.values()])
+    tops: dict[tuple[str, bytes], set[str]] = {}  # (folder, first name of a module there) -> files
+    for path, full in absolute.items():
+        for folder in _folders(os.path.dirname(full), root):
+            first = os.path.relpath(full, folder).split(os.sep)[0]
+            tops.setdefault((folder, os.path.splitext(first)[0].encode()), set()).add(path)
+    out: set[str] = set()
+    for path, data in sources.items():
+        for line in _IMPORT_LINE.findall(data):
+            code = line.split(b"#", 1)[0].split()
+            if code[0] == b"from" and code[1].startswith(b"."):
+                hits = _under(path, len(code[1]) - len(code[1].lstrip(b".")), sources)
+            else:  # an absolute import starts at its first name: `torch.utils.data` is not our data.py
+                modules = [code[1]] if code[0] == b"from" else b" ".join(code[1:]).split(b",")
+                firsts = {m.strip().split(b".")[0].split()[0] for m in modules if m.strip()}
+                folders = _folders(os.path.dirname(absolute[path]), root)
+                hits = {other for f in folders for word in firsts for other in tops.get((f, word), ()) if other != path}
+            if hits:
+                out |= hits | {path}
+    return out
+
+
+def _folders(folder: str, root: str) -> list[str]:
+    """`folder` and the folders above it, up to `root`."""
+    out = [folder]
+    while folder != root and len(folder) > len(root):
+        folder = os.path.dirname(folder)
+        out.append(folder)
+    return out
+
+
+def _under(path: str, level: int, sources: dict[str, bytes]) -> set[str]:
+    """The run's files a relative import of `level` dots in `path` may name: those under
+    the package it climbs to."""
+    folder = os.path.dirname(os.path.abspath(path))
+    for _ in range(level - 1):
+        folder = os.path.dirname(folder)
+    return {p for p in sources if p != path and os.path.abspath(p).startswith(folder + os.sep)}
+
+
+def index(sources: dict[str, str]) -> dict[str, FileIndex]:
+    """The index of every file of the run that parses (`sources`: path → text)."""
+    trees = {}
+    for path, text in sources.items():
+        try:
+            trees[path] = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+    run = {os.path.abspath(p): p for p in trees}
+    root = os.path.commonpath([os.path.dirname(a) for a in run]) if run else ""
+    out = {}
+    for path, tree in trees.items():
+        out[path] = _index_file(path, tree, run, root)
+    for path, tree in trees.items():
+        out[path].functions = _functions(tree)
+    return out
+
+
+def _functions(tree: ast.Module) -> dict[str, Function]:
+    seen: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            seen[node.name] = seen.get(node.name, 0) + 1
+    bases = {b.id for n in ast.walk(tree) if isinstance(n, ast.ClassDef) for b in n.bases if isinstance(b, ast.Name)}
+    out = {}
+    for node in tree.body:
+        init = init_of(node) if isinstance(node, ast.ClassDef) and node.name not in bases else None
+        function = node if isinstance(node, ast.FunctionDef) else init
+        if function is None:
+            continue
+        a = function.args
+        params = tuple(p.arg for p in [*a.posonlyargs, *a.args])[1 if init else 0:]  # a class: __init__ less self
+        kwonly = tuple(p.arg for p in a.kwonlyargs)
+        ok = (
+            seen.get(node.name) == 1 and a.kwarg is None and not node.decorator_list
+            and ACCELERATOR not in params + kwonly and not a.posonlyargs and _trains(node)
+        )
+        out[node.name] = Function(node.name, params, kwonly, ok, _stepped_in_loops(node, set(params + kwonly)), init is not None)
+    return out
+
+
+def init_of(cls: ast.ClassDef) -> ast.FunctionDef | None:
+    """The `__init__` a class defines itself (a class that trains with what it is given:
+    AM002 passes the Accelerator to it and its methods use `self.accelerator`)."""
+    return next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+
+
+def _stepped_in_loops(function: ast.FunctionDef, params: set[str]) -> frozenset[str]:
+    """Parameters stepped (`scheduler.step()`) inside a loop of the function: per batch."""
+    found = set()
+    for loop in ast.walk(function):
+        if not isinstance(loop, ast.For):
+            continue
+        for node in ast.walk(loop):
+            if (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "step"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in params
+            ):
+                found.add(node.func.value.id)
+    return frozenset(found)
+
+
+def _trains(function: ast.FunctionDef) -> bool:
+    """A backward call or a loop: the facts that make AM913 speak (the engine migration
+    decides the rest; a function it leaves alone is dropped)."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward":
+            return True
+        if isinstance(node, ast.For):
+            return True
+    return False
+
+
+def _resolve(module: str, level: int, path: str, run: dict[str, str], root: str) -> str | None:
+    """The run's file that `import module` (or a relative import of `level`) in `path` names."""
+    here = os.path.dirname(os.path.abspath(path))
+    parts = module.split(".") if module else []
+    if level:
+        base = here
+        for _ in range(level - 1):
+            base = os.path.dirname(base)
+        bases = [base]
+    else:
+        bases = [here]
+        while bases[-1] != root and len(bases[-1]) > len(root):
+            bases.append(os.path.dirname(bases[-1]))
+    for base in bases:
+        stem = os.path.join(base, *parts)
+        for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+            if candidate in run:
+                return run[candidate]
+    return None
+
+
+def _index_file(path: str, tree: ast.Module, run: dict[str, str], root: str) -> FileIndex:
+    result = FileIndex(path)
+    modules, functions = _imported(path, tree, run, root)
+    called: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            target, spelling = _target(node.func, modules, functions)
+            if target is not None:
+                called.add(id(node.func))
+                result.calls.append(Call(
+                    spelling, target,
+                    tuple(a.id if isinstance(a, ast.Name) else None for a in node.args if not isinstance(a, ast.Starred)),
+                    tuple((k.arg, k.value.id if isinstance(k.value, ast.Name) else None) for k in node.keywords if k.arg),
+                    any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords),
+                ))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in called:
+            target, _ = _target(node, modules, functions)
+            if target is not None:
+                result.values.add(target)
+        if isinstance(node, ast.Name) and id(node) not in called:
+            result.local_uses.add(node.id)
+        if isinstance(node, ast.Name):
+            result.words.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            result.words.add(node.attr)
+        elif isinstance(node, ast.alias):
+            result.words.update({node.name.split(".")[-1], node.asname or ""})
+    return result
+
+
+def _imported(path: str, tree: ast.Module, run: dict[str, str], root: str):
+    """What the module-level imports of `path` bind to files of the run: local name →
+    module file, and local name → (file, function); names bound again elsewhere left out."""
+    modules: dict[str, str] = {}  # local name → file (a module of the run)
+    functions: dict[str, tuple[str, str]] = {}  # local name → (file, function)
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = _resolve(alias.name, 0, path, run, root)
+                if target is not None and (alias.asname or "." not in alias.name):
+                    modules[alias.asname or alias.name] = target
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                local = alias.asname or alias.name
+                sub = f"{node.module}.{alias.name}" if node.module else alias.name
+                as_module = _resolve(sub, node.level, path, run, root)
+                if as_module is not None:
+                    modules[local] = as_module
+                    continue
+                owner = _resolve(node.module or "", node.level, path, run, root)
+                if owner is not None and owner != path:
+                    functions[local] = (owner, alias.name)
+    bound = _bound_elsewhere(tree)
+    modules = {k: v for k, v in modules.items() if k not in bound and v != path}
+    functions = {k: v for k, v in functions.items() if k not in bound}
+    return modules, functions
+
+
+def _target(func: ast.AST, modules: dict[str, str], functions: dict[str, tuple[str, str]]):
+    if isinstance(func, ast.Name) and func.id in functions:
+        return functions[func.id], func.id
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in modules:
+        return (modules[func.value.id], func.attr), f"{func.value.id}.{func.attr}"
+    return None, None
+
+
+def _bound_elsewhere(tree: ast.Module) -> set[str]:
+    """Names bound by anything but a module-level import: such a name may not be the module."""
+    top_imports = {id(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))}
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top_imports:
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+    return names
+
+
+def candidates(files: dict[str, FileIndex], outside: dict[str, str] | None = None) -> set[tuple[str, str]]:
+    """Functions that may be threaded: called from another file of the run, threadable,
+    never used as a value in the run, not named by a file of the run through a route the
+    index does not follow (a re-export), nor by a file beside the run's files that is not
+    in it (`outside`: path → text; a caller we would not update), and not in a file that
+    itself calls a threaded one."""
+    used_as_value = set().union(*(f.values for f in files.values())) if files else set()
+    out = set()
+    for f in files.values():
+        for call in f.calls:
+            owner = files.get(call.target[0])
+            function = owner.functions.get(call.target[1]) if owner else None
+            if function is None or not function.threadable or call.target in used_as_value or call.has_star:
+                continue
+            if call.target[1] in owner.local_uses:
+                continue  # the engine calls or passes it itself: AM002's single-file case, not this one
+            if any(k == ACCELERATOR for k, _ in call.keywords):
+                continue
+            out.add(call.target)
+    out = {t for t in out if not _unfollowed(files, t) and not _named_outside(outside or {}, t)}
+    callers = {f.path for f in files.values() for c in f.calls if c.target in out}
+    return {t for t in out if t[0] not in callers}
+
+
+def _unfollowed(files: dict[str, FileIndex], target: tuple[str, str]) -> bool:
+    """A file of the run (not the engine) names the function but has no call the index
+    resolved to it: it may reach it some other way (`from pkg import train_fn`, re-exported)."""
+    for f in files.values():
+        if f.path != target[0] and target[1] in f.words and not any(c.target == target for c in f.calls):
+            return True
+    return False
+
+
+def _named_outside(outside: dict[str, str], target: tuple[str, str]) -> bool:
+    stem = os.path.splitext(os.path.basename(target[0]))[0]
+    if stem == "__init__":
+        stem = os.path.basename(os.path.dirname(target[0]))
+    pattern = re.compile(rf"\b{re.escape(target[1])}\b")
+    return any(stem in text and pattern.search(text) for text in outside.values())

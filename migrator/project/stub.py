@@ -1,0 +1,103 @@
+"""The engine's callers written as one function appended below the engine while it is
+migrated, so its rules see what they see when caller and engine share a file; cut off
+again before anything is shown or written."""
+
+from __future__ import annotations
+
+from migrator.findings import FileResult, FileStatus
+from migrator.project.index import ACCELERATOR, Function
+
+STUB = "_accel_migrate_callers"
+SEPARATOR = "\n\n\n# accel-migrate: the callers in other files of this run (removed after migration)\n"
+
+
+# What the stub binds a prepared parameter to, by its role in the caller, so the engine's
+# analysis gives the parameter the same role (never run: the stub is cut off).
+_STAND_INS = {
+    "model": "torch.nn.Module()",
+    "optimizer": "torch.optim.SGD([], lr=0.0)",
+    "dataloader": "torch.utils.data.DataLoader([])",
+    "scheduler": "torch.optim.lr_scheduler.LambdaLR(None, None)",
+}
+
+
+def caller_stub(files, mine, prepared, target_import: str) -> tuple[str | None, set[tuple[str, str]]]:
+    """The callers of `mine` as one function: the Accelerator, `device = accelerator.device`
+    where the callers pass its device, one prepare() of what they pass prepared, then one
+    call per function; and the functions left out of it. The engine's analysis knows names,
+    not scopes, so a function is left out when a parameter name would mean two things (a
+    `loader` prepared at one call and not at another, here or in a function taken before)."""
+    engine = files[mine[0][0]]
+    kinds: dict[str, str] = {}
+    lines = []
+    left_out = set()
+    mapped_all = {t: _parameter_kinds(engine.functions[t[1]], prepared.get(t, [])) for t in mine}
+    # the function handed the most prepared objects first (the training one): its names win
+    order = sorted(mine, key=lambda t: (-sum(k.startswith("prepared:") for k in (mapped_all[t] or {}).values()), t))
+    for target in order:
+        function = engine.functions[target[1]]
+        mapped = mapped_all[target]
+        if mapped is None or any(kinds.get(p, k) != k for p, k in mapped.items()) or ({ACCELERATOR, "torch", "Accelerator", STUB} & set(mapped)):
+            left_out.add(target)
+            continue
+        args = [p for p in function.params if p in mapped] + [f"{p}={p}" for p in function.kwonly if p in mapped]
+        missing = [p for p in function.params if p not in mapped]
+        if missing and any(function.params.index(p) < len(args) for p in missing):
+            left_out.add(target)  # an argument the callers leave to its default sits between given ones
+            continue
+        kinds.update(mapped)
+        lines.append(f"    {target[1]}({', '.join(args)})\n")
+    if not lines:
+        return None, left_out
+    params = sorted(kinds)
+    head = [f"def {STUB}({', '.join(p for p in params if kinds[p] == 'other')}):\n",
+            "    import torch\n",
+            f"    from {target_import} import Accelerator\n",
+            f"    {ACCELERATOR} = Accelerator()\n"]
+    head += [f"    {p} = {ACCELERATOR}.device\n" for p in params if kinds[p] == "device"]
+    ready = [p for p in params if kinds[p].startswith("prepared:")]
+    head += [f"    {p} = {_STAND_INS.get(kinds[p].partition(':')[2], 'object()')}\n" for p in ready]
+    if ready:
+        targets = ", ".join(ready) + ("," if len(ready) == 1 else "")
+        head.append(f"    {targets} = {ACCELERATOR}.prepare({', '.join(ready)})\n")
+    return "".join(head + lines), left_out
+
+
+def _parameter_kinds(function: Function, calls: list[dict[object, str]]) -> dict[str, str] | None:
+    """Parameter → what every call passes it; None when calls disagree or overflow."""
+    kinds: dict[str, str] = {}
+    for call in calls:
+        for key, kind in call.items():
+            if isinstance(key, int):
+                if key >= len(function.params):
+                    return None
+                key = function.params[key]
+            if kinds.setdefault(key, kind) != kind:
+                return None
+    return kinds
+
+
+def with_stub(text: str, stub: str) -> str:
+    """The engine's text with its callers' stub appended (no line of `text` moves)."""
+    return text + ("" if text.endswith("\n") else "\n") + SEPARATOR + stub
+
+
+def without_stub(result: FileResult, text: str) -> FileResult | None:
+    """The engine's result with the stub cut off again, findings on its lines dropped;
+    None when the stub is not where it was put (the migration moved code around it)."""
+    from dataclasses import replace
+
+    lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    after = result.after
+    if after is None:
+        return None
+    at = after.rfind(SEPARATOR + f"def {STUB}(")
+    if at < 0:
+        return None
+    after = after[:at] + ("" if text.endswith("\n") else "")
+    if not text.endswith("\n") and after.endswith("\n"):
+        after = after[:-1]
+    findings = tuple(f for f in result.findings if f.start.line <= lines)
+    touched = frozenset(n for n in result.touched_lines if n <= lines)
+    status = FileStatus.CHANGED if after != text else FileStatus.UNCHANGED
+    return replace(result, before=text, after=after, findings=findings, touched_lines=touched, status=status)
