@@ -1,5 +1,5 @@
 """The distributed runtime migrated scripts import: `from runtime import Accelerator, set_seed`
-(and, in a notebook, `notebook_launcher`).
+(and, in a notebook, `notebook_launcher`; for the DDP wrap's options, `DistributedDataParallelKwargs`).
 
 Importing it has no side effects: no environment reads, no device probing, no warning filters.
 The public names load on first use (PEP 562), so `accel-launch` can start, and say clearly
@@ -15,6 +15,7 @@ __version__ = "0.1.0"
 
 _PUBLIC = {
     "Accelerator": "runtime.accelerator",
+    "DistributedDataParallelKwargs": "runtime.kwargs_handlers",
     "FullyShardedDataParallelPlugin": "runtime.fsdp_plugin",
     "notebook_launcher": "runtime.notebook",
     "set_seed": "runtime.rng",

@@ -21,6 +21,7 @@ from runtime import checkpoint, collectives, safetensors_io
 from runtime.accumulation import GradientSync
 from runtime.distributed import choose_strategy, full_tensor
 from runtime.fsdp_plugin import FullyShardedDataParallelPlugin
+from runtime.kwargs_handlers import ddp_options
 from runtime.precision import Precision
 from runtime.prepared.dataloader import PreparedDataLoader
 from runtime.prepared.model import prepare_model, remove_autocast
@@ -40,6 +41,7 @@ class Accelerator:
     too; unlike Accelerate, which on a CPU-only machine runs N unaware copies unless
     `cpu=True` is passed. `mixed_precision` and `cpu` default to what the launcher set.
     `fsdp_plugin` (else `accel-launch --fsdp`) shards every model over the processes.
+    `kwargs_handlers=[DistributedDataParallelKwargs(...)]` sets the options of the DDP wrap.
     """
 
     def __init__(
@@ -52,7 +54,9 @@ class Accelerator:
         even_batches: bool = True,
         step_scheduler_with_optimizer: bool = True,
         fsdp_plugin: FullyShardedDataParallelPlugin | None = None,
+        kwargs_handlers: Iterable[object] | None = None,
     ) -> None:
+        ddp_kwargs = ddp_options(kwargs_handlers)  # a wrong handler fails before any process group is joined
         launcher = LauncherSettings.from_env(os.environ)
         use_cpu = bool(launcher.cpu) if cpu is None else bool(cpu)
         cuda_devices = 0 if use_cpu else torch.cuda.device_count()
@@ -62,7 +66,7 @@ class Accelerator:
         self._created_group = init_process_group(self._info, launcher.process_group_timeout_s)
         if fsdp_plugin is None and launcher.use_fsdp:
             fsdp_plugin = FullyShardedDataParallelPlugin.from_launcher(launcher)
-        self._strategy = choose_strategy(self._info, fsdp_plugin)
+        self._strategy = choose_strategy(self._info, fsdp_plugin, ddp_kwargs)
         self._sync = GradientSync(gradient_accumulation_steps)
         self._objects = checkpoint.Checkpointables()
         self.device_placement = device_placement

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, ContextManager, Protocol
+from typing import TYPE_CHECKING, Any, ContextManager, Protocol
 
 import torch
 from torch import nn
@@ -87,9 +87,10 @@ class SingleProcess(_Replicated):
 class DDP(_Replicated):
     """DistributedDataParallel: gradients are averaged across processes during backward."""
 
-    def __init__(self, info: ProcessInfo) -> None:
+    def __init__(self, info: ProcessInfo, options: dict[str, Any] | None = None) -> None:
         super().__init__(info)
         self._device = torch.device(info.device)
+        self._options = dict(options or {})  # DistributedDataParallelKwargs.to_kwargs()
 
     def wrap_model(self, model: nn.Module) -> nn.Module:
         if isinstance(model, DistributedDataParallel):
@@ -98,7 +99,7 @@ class DDP(_Replicated):
             # DDP refuses a module with nothing to train (e.g. a frozen teacher); it needs no syncing.
             return model
         device_ids = [self._device.index] if self._device.type == "cuda" else None
-        return DistributedDataParallel(model, device_ids=device_ids)
+        return DistributedDataParallel(model, device_ids=device_ids, **self._options)
 
     def no_sync(self, model: nn.Module) -> ContextManager[None]:
         if isinstance(model, DistributedDataParallel):
@@ -106,17 +107,20 @@ class DDP(_Replicated):
         return contextlib.nullcontext()
 
 
-def choose_strategy(info: ProcessInfo, fsdp_plugin: FullyShardedDataParallelPlugin | None = None) -> Strategy:
+def choose_strategy(
+    info: ProcessInfo, fsdp_plugin: FullyShardedDataParallelPlugin | None = None, ddp_options: dict[str, Any] | None = None
+) -> Strategy:
     """FSDP when asked for in a launched job, else DDP on several processes, else the model as it is.
 
     A plugin in a plain `python train.py` run (no process group) has nothing to shard over
-    and is ignored, so the same script also runs unlaunched.
+    and is ignored, so the same script also runs unlaunched. `ddp_options` are the DDP
+    wrap's keyword arguments (they mean nothing to one process or to FSDP).
     """
     if fsdp_plugin is not None and info.launched:
         from runtime.fsdp import FSDP  # torch.distributed.fsdp takes seconds to import
 
         return FSDP(info, fsdp_plugin)
-    return DDP(info) if info.world_size > 1 else SingleProcess(info)
+    return DDP(info, ddp_options) if info.world_size > 1 else SingleProcess(info)
 
 
 def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
