@@ -14,6 +14,7 @@ import ast
 import re
 from typing import Iterator
 
+from migrator.verify.ddp_options import ddp_options_dropped
 from migrator.verify.pair import Pair, Problem
 from migrator.verify.program import Program, call_name, dotted, last
 
@@ -35,7 +36,7 @@ def check(pair: Pair) -> list[Problem]:
         return []
     return (
         list(_other_engine(pair)) + list(_left_running(pair)) + list(_prepared_twice(pair))
-        + list(_ddp_options_dropped(pair)) + list(_data_parallel_replaced(pair))
+        + list(ddp_options_dropped(pair)) + list(_data_parallel_replaced(pair))
     )
 
 
@@ -52,28 +53,6 @@ def _data_parallel_replaced(pair: Pair) -> Iterator[Problem]:
                 "`accel-launch --nproc-per-node N` (each takes a whole batch)",
                 blocking=False,
             )
-
-
-# DDP options whose loss changes what training does; the defaults are what prepare() uses.
-_DDP_OPTIONS = {"find_unused_parameters": False, "broadcast_buffers": True, "static_graph": False}
-
-
-def _ddp_options_dropped(pair: Pair) -> Iterator[Problem]:
-    if any(last(call_name(c)) == "DistributedDataParallel" for c in pair.after.calls):
-        return
-    for call in pair.before.calls:
-        if last(call_name(call)) != "DistributedDataParallel":
-            continue
-        for kw in call.keywords:
-            default = _DDP_OPTIONS.get(kw.arg or "")
-            if kw.arg in _DDP_OPTIONS and not (isinstance(kw.value, ast.Constant) and kw.value.value == default):
-                yield Problem(
-                    "AM918", kw.value.lineno, kw.value.col_offset + 1,
-                    f"the DDP wrap the migration removes set `{kw.arg}={ast.unparse(kw.value)}`; prepare() wraps "
-                    "with DDP's default, so check that training does not depend on it (a model with unused "
-                    "parameters stops with DDP's error on N processes)",
-                    blocking=False,
-                )
 
 
 def _creates_accelerator(pair: Pair) -> bool:
