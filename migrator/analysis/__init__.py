@@ -197,10 +197,14 @@ class ScriptAnalysis:
         return any(b.scope is scope and b.name == name for b in self.facts.bindings)
 
 
-def analyze(wrapper: MetadataWrapper, *, batch_stepped: frozenset[str] = frozenset()) -> ScriptAnalysis:
+def analyze(
+    wrapper: MetadataWrapper, *, batch_stepped: frozenset[str] = frozenset(),
+    loader_calls: dict[str, tuple[int, ...]] | None = None,
+) -> ScriptAnalysis:
     """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy).
     `batch_stepped`: schedulers handed to a function of another file of the run that steps
-    them per batch (migrator/project/), so they are prepared."""
+    them per batch (migrator/project/), so they are prepared; `loader_calls`: calls of
+    functions of other files of the run that return DataLoaders (roles.assign_roles)."""
     module = wrapper.module
     tables = node_tables(module)
     parents, by_type = tables.parents, tables.by_type
@@ -209,7 +213,7 @@ def analyze(wrapper: MetadataWrapper, *, batch_stepped: frozenset[str] = frozens
     facts = collect(module)
     facts.by_type, facts.order = tables.by_type, tables.order
     loops_with_backward = backward_loops(facts)
-    roles = assign_roles(facts, loops_with_backward)
+    roles = assign_roles(facts, loops_with_backward, loader_calls)
     updated = hand_updated_models(facts) if not roles.names(Role.OPTIMIZER) else []
     for name in updated:  # no optimizer: the model a loop updates by hand trains (manual_update.py)
         roles.roles.setdefault(name, Role.MODEL)
@@ -379,7 +383,8 @@ def _first_training_use(facts: Facts, block: Block, loops: set[int], parent) -> 
             indices.append(block.index_of(c.node, parent))
         elif isinstance(func, cst.Attribute) and func.attr.value == "backward":
             indices.append(block.index_of(c.node, parent))
-    found = [i for i in indices if i is not None]
+    # a `def` (or `class`) of the block runs nothing where it stands: its call is the use
+    found = [i for i in indices if i is not None and not isinstance(block.body[i], (cst.FunctionDef, cst.ClassDef))]
     return min(found) if found else None
 
 

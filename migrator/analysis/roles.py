@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from migrator.analysis.collect import Binding, Facts
+from migrator.analysis.collect import Binding, Facts, target_names
 from migrator.analysis.names import ImportTable, dotted_name
 from migrator.analysis.walk import walk
 
@@ -140,14 +140,16 @@ class RoleTable:
         return [n for n, r in self.roles.items() if r is role]
 
 
-def assign_roles(facts: Facts, backward_loops: set[int]) -> RoleTable:
-    """Construction first, then use; a name keeps the first role it gets."""
+def assign_roles(facts: Facts, backward_loops: set[int], loader_calls: dict[str, tuple[int, ...]] | None = None) -> RoleTable:
+    """Construction first, then use; a name keeps the first role it gets. `loader_calls`:
+    calls of functions in other files of the run that return DataLoaders (the positions
+    of the returned tuple that are loaders; -1: the value itself)."""
     local_models = module_classes(facts)
     roles: dict[str, Role] = {}
     for b in facts.bindings:
         role = role_of_value(b.element if b.element is not None else b.value, facts.imports, local_models)
         if role is None and b.element is None:
-            role = _returned_loader(facts, b.value)
+            role = _returned_loader(facts, b.value) or _loader_from_run(b, loader_calls or {})
         if role is not None and b.name not in roles:
             roles[b.name] = role
     for b in facts.bindings:
@@ -211,6 +213,21 @@ def _returned_loader(facts: Facts, value: cst.BaseExpression | None) -> Role | N
     returns = _returned_values(defs[0])
     if returns and all(role_of_value(r, facts.imports, set()) is Role.DATALOADER for r in returns):
         return Role.DATALOADER
+    return None
+
+
+def _loader_from_run(b: Binding, loader_calls: dict[str, tuple[int, ...]]) -> Role | None:
+    """`train_dl, test_dl, classes = data_setup.create_dataloaders(...)`, the function in
+    another file of the run building the loaders it returns at these positions."""
+    positions = loader_calls.get(dotted_name(b.value.func) or "") if isinstance(b.value, cst.Call) else None
+    if not positions:
+        return None
+    for small in getattr(b.statement, "body", ()):
+        if isinstance(small, cst.Assign) and small.value is b.value:
+            for target in small.targets:
+                for _, node, index in target_names(target.target):
+                    if node is b.target and (index if index is not None else -1) in positions:
+                        return Role.DATALOADER
     return None
 
 

@@ -11,7 +11,7 @@ from migrator.project.index import ACCELERATOR, FileIndex
 
 
 
-def check_caller(f: FileIndex, threaded, result: FileResult, prepared) -> set[tuple[str, str]]:
+def check_caller(f: FileIndex, threaded, result: FileResult, prepared, loader_calls=()) -> set[tuple[str, str]]:
     """The threaded functions this caller does not pass the Accelerator to at every call
     (all of them when the result failed or was not migrated). Fills `prepared` with what
     each call passes: parameter → "prepared" / "device" / "other"."""
@@ -22,7 +22,7 @@ def check_caller(f: FileIndex, threaded, result: FileResult, prepared) -> set[tu
         tree = ast.parse(result.after)
     except SyntaxError:
         return mine
-    roles = _roles(result.after)
+    roles = _roles(result.after, dict(loader_calls))
     spelled = {c.spelling: c.target for c in f.calls if c.target in threaded}
     dropped, found = set(), set()
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
@@ -103,14 +103,14 @@ def _prepared_names(nodes) -> tuple[set[str], set[str]]:
     return prepared, devices
 
 
-def _roles(text: str) -> dict[str, str]:
+def _roles(text: str, loader_calls: dict[str, tuple[int, ...]]) -> dict[str, str]:
     """The roles the caller's own analysis gives its names (model, optimizer, ...)."""
     import libcst as cst
     from libcst.metadata import MetadataWrapper
 
     from migrator.analysis import analyze
 
-    analysis = analyze(MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True))
+    analysis = analyze(MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True), loader_calls=loader_calls)
     return {name: role.name.lower() for name, role in analysis.roles.roles.items()}
 
 

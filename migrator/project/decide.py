@@ -23,10 +23,12 @@ class Outcome:
     calls: dict[str, tuple[str, ...]]  # caller path → spellings that pass the Accelerator
     stubs: dict[str, str]  # engine path → its callers' stub
     stepped: dict[str, tuple[str, ...]] = field(default_factory=dict)  # caller path → schedulers stepped per batch
+    loaders: dict[str, tuple] = field(default_factory=dict)  # caller path → its calls that return loaders
+    covered: dict[str, frozenset[str]] = field(default_factory=dict)  # engine path → functions migrated with the Accelerator
 
-    def context(self, path: str) -> tuple[tuple[str, ...], str, tuple[str, ...]]:
-        """(calls, stub, stepped) for `path`: what `migrate` was given for it."""
-        return self.calls.get(path, ()), self.stubs.get(path, ""), self.stepped.get(path, ())
+    def context(self, path: str) -> tuple[tuple[str, ...], str, tuple[str, ...], tuple]:
+        """(calls, stub, stepped, loaders) for `path`: what `migrate` was given for it."""
+        return self.calls.get(path, ()), self.stubs.get(path, ""), self.stepped.get(path, ()), self.loaders.get(path, ())
 
 
 def decide(
@@ -36,8 +38,9 @@ def decide(
     outside: dict[str, str] | None = None,
 ) -> tuple[Outcome, dict[str, FileResult]]:
     """Run the callers and engines with the threaded set until nothing is dropped.
-    `migrate(path, calls, stub, stepped)` migrates one file with that context (the stub
-    already cut off again; `stepped`: its schedulers the threaded functions step per batch).
+    `migrate(path, calls, stub, stepped, loaders)` migrates one file with that context (the
+    stub already cut off again; `stepped`: its schedulers the threaded functions step per
+    batch; `loaders`: its calls of functions of the run that return DataLoaders).
     Returns the outcome and the results of the files that had a context."""
     threaded = candidates(files, outside)
     for _ in range(_ROUNDS):
@@ -47,16 +50,18 @@ def decide(
         dropped: set[tuple[str, str]] = set()
         calls = _calls_by_file(files, threaded)
         stepped: dict[str, tuple[str, ...]] = {}
+        loaders = {path: _loader_calls(files, files[path]) for path in calls}
         prepared: dict[tuple[str, str], list[dict[str, str]]] = {}
         for path, spellings in calls.items():
             stepped[path] = _stepped_by(files, files[path], threaded)
-            result = migrate(path, spellings, "", stepped[path])
+            result = migrate(path, spellings, "", stepped[path], loaders[path])
             results[path] = result
-            dropped |= check_caller(files[path], threaded, result, prepared)
+            dropped |= check_caller(files[path], threaded, result, prepared, loaders[path])
         threaded -= dropped
         if dropped:
             continue
         stubs = {}
+        covered: dict[str, frozenset[str]] = {}
         for engine in sorted({t[0] for t in threaded}):
             mine = sorted(t for t in threaded if t[0] == engine)
             stub, left_out = caller_stub(files, mine, prepared, target_import(engine))
@@ -64,15 +69,16 @@ def decide(
             if stub is None or left_out:
                 continue  # the callers are migrated again without what was left out
             stubs[engine] = stub
-            result = migrate(engine, (), stub, ())
-            bad = _check_engine(mine, result)
+            result = migrate(engine, (), stub, (), ())
+            bad = _check_engine(mine, result, files)
             if not bad:  # the functions left alone keep the AM913 advice they get alone
-                result = with_unthreaded(result, migrate(engine, (), "", ()), {t[1] for t in mine})
+                covered[engine] = frozenset(covered_functions(result, mine, files))
+                result = with_unthreaded(result, migrate(engine, (), "", (), ()), covered[engine])
             results[engine] = result
             dropped |= bad
         threaded -= dropped
         if not dropped:
-            return Outcome(frozenset(threaded), calls, stubs, stepped), results
+            return Outcome(frozenset(threaded), calls, stubs, stepped, loaders, covered), results
     return Outcome(frozenset(), {}, {}), {}
 
 
@@ -88,6 +94,17 @@ def _stepped_by(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[st
     return tuple(sorted(out))
 
 
+def _loader_calls(files: dict[str, FileIndex], f: FileIndex) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """This file's calls of functions of the run that return DataLoaders: (spelling, positions)."""
+    out = set()
+    for call in f.calls:
+        owner = files.get(call.target[0])
+        function = owner.functions.get(call.target[1]) if owner else None
+        if function is not None and function.returned_loaders:
+            out.add((call.spelling, function.returned_loaders))
+    return tuple(sorted(out))
+
+
 def _calls_by_file(files: dict[str, FileIndex], threaded: set[tuple[str, str]]) -> dict[str, tuple[str, ...]]:
     out = {}
     for path, f in files.items():
@@ -97,11 +114,13 @@ def _calls_by_file(files: dict[str, FileIndex], threaded: set[tuple[str, str]]) 
     return out
 
 
-def _check_engine(mine, result: FileResult) -> set[tuple[str, str]]:
+def _check_engine(mine, result: FileResult, files: dict[str, FileIndex]) -> set[tuple[str, str]]:
     """The functions of `mine` the engine's migration did not give the keyword-only
     parameter; all of them when it changed another function or class of the file (the
     stub's prepare() speaks for the threaded functions only: a `.to(device)` removed from a
-    function the set-up does not reach would leave its batches off the device)."""
+    function the set-up does not reach would leave its batches off the device), other than
+    the engine's own helpers that only the threaded functions call (`train()` calling
+    `train_step()`: the engine's migration threads them as it would in one file)."""
     if result.status is not FileStatus.CHANGED or result.after is None or any(x.code.startswith("AM95") for x in result.findings):
         return set(mine)
     try:
@@ -109,12 +128,44 @@ def _check_engine(mine, result: FileResult) -> set[tuple[str, str]]:
         before = ast.parse(result.before or "")
     except SyntaxError:
         return set(mine)
-    names = {t[1] for t in mine}
+    names = _with_private_helpers(before, {t[1] for t in mine}, mine[0][0], files)
     if _others(before, names) != _others(tree, names):
         return set(mine)
     defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     defs |= {n.name: init for n in tree.body if isinstance(n, ast.ClassDef) and (init := init_of(n)) is not None}
     return {t for t in mine if t[1] not in defs or ACCELERATOR not in [a.arg for a in defs[t[1]].args.kwonlyargs]}
+
+
+def covered_functions(result: FileResult, mine, files: dict[str, FileIndex]) -> set[str]:
+    """The engine's functions migrated with the Accelerator: the threaded ones and their
+    private helpers."""
+    try:
+        tree = ast.parse(result.before or "")
+    except SyntaxError:
+        return {t[1] for t in mine}
+    return _with_private_helpers(tree, {t[1] for t in mine}, mine[0][0], files)
+
+
+def _with_private_helpers(tree: ast.Module, names: set[str], path: str, files: dict[str, FileIndex]) -> set[str]:
+    """`names` and the module's functions called only from inside them (transitively),
+    named by no other file of the run."""
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    elsewhere = {w for p, f in files.items() if p != path for w in f.words}
+    users: dict[str, set[str | None]] = {name: set() for name in defs}
+    for node in tree.body:  # who mentions each function: a top-level function, or None (module code, classes)
+        owner = node.name if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and n.id in users and n.id != owner:
+                users[n.id].add(owner)
+    allowed = set(names)
+    grew = True
+    while grew:
+        grew = False
+        for name, mentioned_by in users.items():
+            if name not in allowed and name not in elsewhere and mentioned_by and mentioned_by <= allowed:
+                allowed.add(name)
+                grew = True
+    return allowed
 
 
 def with_unthreaded(result: FileResult, alone: FileResult, threaded: set[str]) -> FileResult:

@@ -21,6 +21,7 @@ class Function:
     threadable: bool
     batch_stepped: frozenset[str] = frozenset()  # parameters it calls `.step()` on inside a loop
     is_class: bool = False  # a class: `params` are its __init__'s, the keyword goes there
+    returned_loaders: tuple[int, ...] = ()  # positions of the returned tuple that are DataLoaders; (-1,): the value
 
 
 @dataclass
@@ -132,8 +133,36 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             seen.get(node.name) == 1 and a.kwarg is None and not node.decorator_list
             and ACCELERATOR not in params + kwonly and not a.posonlyargs and _trains(node)
         )
-        out[node.name] = Function(node.name, params, kwonly, ok, _stepped_in_loops(node, set(params + kwonly)), init is not None)
+        out[node.name] = Function(
+            node.name, params, kwonly, ok, _stepped_in_loops(node, set(params + kwonly)), init is not None,
+            _returned_loaders(node) if init is None else (),
+        )
     return out
+
+
+def _returned_loaders(function: ast.FunctionDef) -> tuple[int, ...]:
+    """Where the function's returns hand out DataLoaders it builds (`return train_dl,
+    test_dl, classes` → (0, 1); `return DataLoader(...)` → (-1,)): the same at every
+    `return`, else nothing. A caller in another file then knows what it holds."""
+    built = {
+        t.id for n in ast.walk(function) if isinstance(n, ast.Assign) and _builds_loader(n.value)
+        for t in n.targets if isinstance(t, ast.Name)
+    }
+    found: set[tuple[int, ...]] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Return):
+            value = node.value
+            if isinstance(value, ast.Tuple):
+                found.add(tuple(i for i, e in enumerate(value.elts) if _builds_loader(e) or (isinstance(e, ast.Name) and e.id in built)))
+            else:
+                found.add((-1,) if value is not None and (_builds_loader(value) or (isinstance(value, ast.Name) and value.id in built)) else ())
+    return found.pop() if len(found) == 1 else ()
+
+
+def _builds_loader(value: ast.AST | None) -> bool:
+    func = value.func if isinstance(value, ast.Call) else None
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name == "DataLoader"
 
 
 def init_of(cls: ast.ClassDef) -> ast.FunctionDef | None:

@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Iterator
 
 from migrator.verify.pair import Pair, Problem
-from migrator.verify.program import Program, call_name, dotted, iterated, last
+from migrator.verify.program import Program, call_name, dotted, fed_prepared, iterated, last
 
 CODE = "AM953"
 _DEVICE_WORDS = ("device", "cuda", "gpu", "rank", "DEVICE")
@@ -137,6 +137,8 @@ def _removed_moves(pair: Pair) -> Iterator[tuple]:
             continue
         if _placed_by_prepare(pair, what, call) or _from_prepared_loader(pair, what, call):
             continue
+        if _parameter_fed_prepared(pair, what, call) and not _moved_off_device(pair.after, what):
+            continue  # `model.to(device)` in `train(model, ...)`, every caller passing the prepared model
         yield Pair.at_before(
             CODE, call,
             f"left as written: the move of `{what}` to the device would be removed here, but "
@@ -267,28 +269,16 @@ def _mentions(expr: ast.AST, names: set[str]) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(expr))
 
 
-def _parameter_fed_prepared(pair: Pair, loader: str, loop: ast.AST) -> bool:
-    """`loader` is a parameter of the function holding `loop`, and every call of that
-    function in the migrated text passes a prepared name for it."""
+def _parameter_fed_prepared(pair: Pair, name: str, node: ast.AST) -> bool:
+    """`name` is a parameter of the function holding `node`, and every call of that
+    function in the migrated text passes a prepared name for it (program.fed_prepared)."""
     before, after = pair.before, pair.after
-    function = before.scope_of.get(loop)
-    name = getattr(function, "name", None)
-    if name is None or loader.split(".")[0] not in {a.arg for a in function.args.args}:
+    function = before.scope_of.get(node)
+    fname = getattr(function, "name", None)
+    if fname is None or name.split(".")[0] not in {a.arg for a in function.args.args}:
         return False
-    params = [a.arg for a in function.args.args]
-    offset = 1 if params[:1] == ["self"] else 0
-    index = params.index(loader) - offset if loader in params else -1
-    twin = next((d for d in after.functions.get(name, []) if d.lineno and pair.original_line(d.lineno) == function.lineno), None)
-    callers = after.callers_of(twin) if twin is not None else []
-    if not callers:
-        return False
-    for c in callers:
-        given = next((k.value for k in c.keywords if k.arg == loader), None)
-        if given is None and 0 <= index < len(c.args):
-            given = c.args[index]
-        if given is None or not after.is_prepared(dotted(given) or ""):
-            return False
-    return True
+    twin = next((d for d in after.functions.get(fname, []) if d.lineno and pair.original_line(d.lineno) == function.lineno), None)
+    return twin is not None and fed_prepared(after, name, twin)
 
 
 def _never_placed(pair: Pair) -> Iterator[Problem]:

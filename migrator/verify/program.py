@@ -291,6 +291,30 @@ class Program:
         return [c for c in self.calls if isinstance(c.func, ast.Name) and c.func.id == name]
 
 
+def fed_prepared(program: Program, name: str, function: ast.AST | None, depth: int = 4) -> bool:
+    """`name` is prepared, or is a parameter of `function` that every call of it feeds a
+    prepared name: through the callers' own parameters too (`train()` handing the loader
+    it was given to `train_step()`), up to `depth` calls away."""
+    if program.is_prepared(name):
+        return True
+    params = [a.arg for a in getattr(getattr(function, "args", None), "args", [])]
+    root = name.split(".")[0]
+    if root not in params or depth == 0:
+        return False
+    callers = program.callers_of(function)
+    if not callers:
+        return False
+    offset = 1 if program.enclosing_class(function) is not None else 0
+    index = params.index(root) - offset
+    for call in callers:
+        given = next((kw.value for kw in call.keywords if kw.arg == root), None)
+        if given is None and 0 <= index < len(call.args):
+            given = call.args[index]
+        if given is None or not fed_prepared(program, dotted(given) or "", program.scope_of.get(call), depth - 1):
+            return False
+    return True
+
+
 def _unpack(target: ast.AST, value: ast.AST | None) -> Iterator[tuple[str, ast.AST | None]]:
     if isinstance(target, (ast.Tuple, ast.List)):
         values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) else None

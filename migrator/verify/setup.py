@@ -12,7 +12,9 @@ import ast
 from typing import Iterator
 
 from migrator.verify.pair import Pair, Problem
-from migrator.verify.program import Program, call_name, dotted, is_optimizer_call, iterated, last, parameter_owners
+from migrator.verify.program import (
+    Program, call_name, dotted, fed_prepared, is_optimizer_call, iterated, last, parameter_owners,
+)
 
 CODE = "AM951"
 _NOT_PREPARABLE = {"tqdm", "trange", "iter", "enumerate", "zip", "range", "islice", "cycle"}
@@ -102,25 +104,7 @@ def _trains(loop: ast.AST, trainers: set[str]) -> bool:
 
 def _prepared_here(program: Program, name: str, loop: ast.AST) -> bool:
     """`name` is prepared, or is a parameter that every caller feeds a prepared name."""
-    if program.is_prepared(name):
-        return True
-    function = program.scope_of.get(loop)
-    params = {a.arg for a in getattr(getattr(function, "args", None), "args", [])}
-    root = name.split(".")[0]
-    if root not in params and not name.startswith("self."):
-        return False
-    callers = program.callers_of(function) if root in params else []
-    if not callers:
-        return False
-    index = [a.arg for a in function.args.args].index(root) if root in params else -1
-    offset = 1 if program.enclosing_class(function) is not None else 0
-    for call in callers:
-        given = next((kw.value for kw in call.keywords if kw.arg == root), None)
-        if given is None and 0 <= index - offset < len(call.args):
-            given = call.args[index - offset]
-        if given is None or not program.is_prepared(dotted(given) or ""):
-            return False
-    return True
+    return fed_prepared(program, name, program.scope_of.get(loop))
 
 
 def _unpreparable(pair: Pair) -> Iterator[Problem]:
