@@ -129,7 +129,12 @@ def _add(module: cst.Module, adds: Iterable[Request]) -> cst.Module:
     (where LibCST's AddImportsVisitor puts it)."""
     body = list(module.body)
     for mod, name, alias in adds:
-        if name is None or _already_imported(body, mod, name, alias):
+        if name is None:  # `import mod` (the spawn's direct call reads os.environ)
+            if not _module_imported(body, mod, alias):
+                names = [cst.ImportAlias(cst.parse_expression(mod), asname=cst.AsName(cst.Name(alias)) if alias else None)]
+                body.insert(_insertion_index(body), cst.SimpleStatementLine([cst.Import(names=names)]))
+            continue
+        if _already_imported(body, mod, name, alias):
             continue
         new_alias = cst.ImportAlias(cst.Name(name), asname=cst.AsName(cst.Name(alias)) if alias else None)
         index = _existing_from(body, mod)
@@ -151,6 +156,17 @@ def _top_imports(body: list[cst.BaseStatement]) -> Iterable[tuple[int, cst.BaseS
             for small in line.body:
                 if isinstance(small, (cst.Import, cst.ImportFrom)):
                     yield i, small
+
+
+def _module_imported(body, mod: str, alias: str | None) -> bool:
+    """`import mod` (as `alias`) among the leading imports."""
+    for _, small in _top_imports(body):
+        if isinstance(small, cst.Import):
+            for a in small.names:
+                asname = dotted_name(a.asname.name) if a.asname else None
+                if dotted_name(a.name) == mod and asname == alias:
+                    return True
+    return False
 
 
 def _already_imported(body, mod: str, name: str, alias: str | None) -> bool:

@@ -35,6 +35,10 @@ class InitProcessGroup(Rule):
     accelerator.end_training()
     ```
 
+    A module-level helper that only leaves the group (`def cleanup():
+    dist.destroy_process_group()`) goes, and each `cleanup()` becomes
+    `accelerator.end_training()`.
+
     ## Known limits
     A call used as a value rather than a statement is reported, not removed. Launch the
     migrated script with `accel-launch --nproc-per-node N train.py` (or torchrun) instead
@@ -77,6 +81,16 @@ class InitProcessGroup(Rule):
         for call in facts.destroys:
             small = analysis.parent(call)
             shown = "destroy_process_group()"
+            helper = facts.destroy_helpers.get(id(call))
+            reached = [analysis.accelerator_at(c) for c in helper[1]] if helper else []
+            if helper and all(reached):
+                # `def cleanup(): dist.destroy_process_group()`: each `cleanup()` leaves through
+                # the Accelerator, and the helper goes
+                edits = [remove(helper[0])] + [
+                    replace(c.value, attr_call(acc, "end_training")) for c, acc in zip(helper[1], reached)  # type: ignore[attr-defined]
+                ]
+                self.report(call, edits=edits, remove_imports=facts.import_cleanup, call=shown, note="")
+                continue
             if not isinstance(small, cst.Expr):
                 self.report(call, call=shown, note=" (left as written: its result is used; call accelerator.end_training() instead)")
                 continue

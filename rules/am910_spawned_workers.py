@@ -4,40 +4,76 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.rule import Example, Rule
+from migrator.analysis.removal import line_of_small
+from migrator.analysis.spawn import LOCAL_RANK_ARG, WORLD_SIZE_ARG
+from migrator.edits import ImportChange, remove, replace
+from migrator.rule import Example, FixAvailability, Rule
 
 
 class SpawnedWorkers(Rule):
     """## What it does
-    Reports `torch.multiprocessing.spawn(main_worker, nprocs=..., args=(...))` in a
-    script being migrated.
+    Turns a script that starts its own workers with
+    `torch.multiprocessing.spawn(worker, nprocs=N, args=(...))` into the program the
+    launcher starts once per process: the spawn becomes a direct call of the worker,
+    given this process's index on its machine (`int(os.environ.get("LOCAL_RANK", 0))`)
+    where the spawn gave the spawned index, and the launcher's process count
+    (`int(os.environ.get("WORLD_SIZE", 1))`) where it passed `N` on. Inside the worker
+    the rest is the torchrun conversion: the address and port picked by hand
+    (`os.environ["MASTER_ADDR"]`, `["MASTER_PORT"]`) go, `init_process_group`,
+    `set_device`, the DDP wrap and the DistributedSampler go, moves to the index
+    (`model.to(rank)`) go, rank tests on the index (`if rank == 0:`) become
+    `accelerator.is_main_process`, and reads of the count that stay (`batch_size //
+    world_size`) become `accelerator.num_processes`, so a batch split between the
+    workers is still split between the processes.
+
+    Why `LOCAL_RANK` from the environment and not `accelerator.local_process_index`:
+    the Accelerator is created inside the worker (the scope that trains), after the call
+    that hands the index over; at the call site there is none to ask. Under the launcher
+    LOCAL_RANK is the index the spawn used to give (the GPU this process drives), and on a
+    single process it is 0, as `nprocs=1` gave.
 
     ## Why is this bad?
     The migrated script is started once per process by the launcher, and the
     Accelerator finds its rank from it. A script that also spawns workers starts N×N
-    processes, and its worker function computes ranks from arguments the Accelerator
-    ignores. The migrator cannot rewrite it: the worker function's parameters (`gpu`,
-    `ngpus_per_node`) are used all through it.
+    processes, each joining a group of its own on a port picked by hand.
 
-    ## What to do by hand
-    Call the worker directly (`main_worker(args)`, dropping the per-process
-    parameters) and start the script with `accel-launch --nproc-per-node N train.py`
-    (or `torchrun`).
+    ## What is left as written
+    The whole file stays as written, with this finding saying why, when the spawn is not
+    the whole way the script runs distributed: the worker is not a function defined once
+    at module level in this file, or is also called or read elsewhere (an `else:` that
+    runs it alone); `args=` is not a tuple written out; the spawn's result is used, or it
+    sets `join=False`, `daemon=True` or another start method; the worker never joins a
+    process group (data workers), or the workers share a model's memory
+    (`model.share_memory()`, Hogwild); the index is stored on an object
+    (`args.gpu = gpu`) or passed on to a function of the user's; the workers join a run
+    across several machines (`world_size=` not the count this machine starts).
+    `mp.Process` and `start_processes` are not converted either.
 
     ## Example
     ```python
-    mp.spawn(main_worker, nprocs=ngpus_per_node, args=(ngpus_per_node, args))
+    def worker(rank, world_size):
+        dist.init_process_group("nccl", rank=rank, world_size=world_size)
+        ...
+
+    mp.spawn(worker, nprocs=world_size, args=(world_size,))
     ```
 
     Use instead:
     ```python
-    main_worker(args)  # launched as: accel-launch --nproc-per-node 4 train.py
+    def worker(rank, world_size):
+        accelerator = Accelerator()
+        ...
+
+    worker(int(os.environ.get("LOCAL_RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)))
+    # launched as: accel-launch --nproc-per-node 4 train.py
     ```
     """
 
     code = "AM910"
     name = "spawned-workers"
-    message = "`{call}` starts processes itself; call `{worker}` directly and launch with `accel-launch --nproc-per-node N`"
+    message = "`{call}` sets up worker processes by hand; {advice}{note}"
+    fix_title = "Call the worker directly; the launcher starts the processes"
+    fix = FixAvailability.SOMETIMES
     examples = (
         Example(
             before=(
@@ -47,12 +83,52 @@ class SpawnedWorkers(Rule):
             ),
             at=("9:5",),
         ),
+        Example(
+            before=(
+                "import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n\n\n"
+                "def worker(rank, world_size):\n"
+                "    dist.init_process_group(\"gloo\", rank=rank, world_size=world_size)\n"
+                "    model = torch.nn.Linear(2, 2)\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "    dist.destroy_process_group()\n\n\n"
+                "if __name__ == \"__main__\":\n    mp.spawn(worker, nprocs=2, args=(2,))\n"
+            ),
+            after=(
+                "import torch\nimport os\nfrom runtime import Accelerator\n\n\n"
+                "def worker(rank, world_size):\n    accelerator = Accelerator()\n"
+                "    model = torch.nn.Linear(2, 2)\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "    model, opt = accelerator.prepare(model, opt)\n    accelerator.end_training()\n\n\n"
+                "if __name__ == \"__main__\":\n"
+                "    worker(int(os.environ.get(\"LOCAL_RANK\", 0)), int(os.environ.get(\"WORLD_SIZE\", 1)))\n"
+            ),
+            at=("14:5",),
+        ),
     )
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
         if analysis.patterns is None or not analysis.migrating:
             return
-        for call in analysis.patterns.distribution.spawns:
-            worker = cst.Module([]).code_for_node(call.args[0].value).strip() if call.args else "the worker"
-            self.report(call, call=cst.Module([]).code_for_node(call.func).strip() + "(...)", worker=worker)
+        facts = analysis.patterns.distribution
+        for line in facts.master_env:
+            shown = cst.Module([]).code_for_node(line.targets[0].target).strip()  # type: ignore[attr-defined]
+            advice = "the launcher sets the rendezvous address and port for every process"
+            self.report(line, edits=facts.removal(line), call=f"{shown} = ...", advice=advice, note="")
+        for spawn in facts.spawns:
+            advice = f"call `{spawn.worker_name}` directly and launch with `accel-launch --nproc-per-node N`"
+            fields = {"call": cst.Module([]).code_for_node(spawn.call.func).strip() + "(...)", "advice": advice}
+            if spawn.reason is not None:
+                self.report(spawn.call, note=f" (left as written: {spawn.reason})", **fields)
+                continue
+            args = [LOCAL_RANK_ARG]
+            shown = cst.Module([]).code_for_node(spawn.nprocs).strip() if spawn.nprocs is not None else None
+            for arg in spawn.args:
+                code = cst.Module([]).code_for_node(arg).strip()
+                args.append(WORLD_SIZE_ARG if spawn.world and code == shown else code)
+            direct = cst.parse_expression(f"{spawn.worker_name}({', '.join(args)})")
+            edits = [replace(spawn.call, direct)]
+            if spawn.unused is not None:
+                edits.append(remove(line_of_small(spawn.unused, analysis.parent)))
+            self.report(
+                spawn.call, edits=edits, add_imports=[ImportChange("os")],
+                remove_imports=facts.import_cleanup, note="", **fields,
+            )

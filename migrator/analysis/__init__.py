@@ -16,6 +16,7 @@ from libcst.metadata import CodeRange, MetadataWrapper
 from migrator.analysis.branches import Audience, ProcessBranches, RankBranch
 from migrator.analysis.collect import Binding, Facts, NodeTables, collect, node_tables
 from migrator.analysis.distributed import local_rank_names
+from migrator.analysis.spawn import worker_rank_names
 from migrator.analysis.device_choice import chosen_again_in, options_guard
 from migrator.analysis.device import (
     DeviceMove,
@@ -229,12 +230,13 @@ def analyze(
         plan = make_plan(facts, roles, block, first_use, lens, parent, batch_stepped)
     prepared = {t for p in prepare_calls for t in p.targets if t} | (plan.names if plan else set())
     dev_vars = device_variables(facts)
-    dev_names = {v.name for v in dev_vars} | {"device"} | local_rank_names(facts)
+    worker_ranks = worker_rank_names(facts, parent)
+    dev_names = {v.name for v in dev_vars} | {"device"} | local_rank_names(facts) | worker_ranks
     moves = [m for c in facts.calls if (m := device_move(c.node, dev_names, facts.imports))]
     placed = prepared_bindings(facts, prepare_calls, plan, parent)
     droppable = droppable_moves(facts, roles, moves, prepared, placed, parent)
     surviving = _surviving_uses(facts, dev_vars, moves, droppable)
-    branches = ProcessBranches(facts, acc_names, parent, bool(prepare_calls))
+    branches = ProcessBranches(facts, acc_names, parent, bool(prepare_calls), worker_ranks)
     patterns = find_patterns(
         module, facts, roles, loops_with_backward, frozenset(prepared), parent, branches.audience_of_test,
         frozenset(droppable), block.scope if block is not None else None,

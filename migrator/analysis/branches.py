@@ -156,8 +156,14 @@ def _const_ints(node: cst.BaseExpression) -> set[int] | None:
 class ProcessBranches:
     """Answers "who runs this node?" and "which calls are collectives?" for one module."""
 
-    def __init__(self, facts: Facts, accelerator_names: tuple[str, ...], parent: Parent, prepares_models: bool) -> None:
+    def __init__(
+        self, facts: Facts, accelerator_names: tuple[str, ...], parent: Parent, prepares_models: bool,
+        rank_names: set[str] = frozenset(),
+    ) -> None:
+        """`rank_names`: names known to hold the process's index beyond the usual ones (a
+        spawned worker's first parameter, `gpu`)."""
         self._facts = facts
+        self._extra_ranks = set(rank_names)
         self._imports = facts.imports
         self._accelerators = accelerator_names
         self._parent = parent
@@ -246,7 +252,7 @@ class ProcessBranches:
         """`is_main = accelerator.is_main_process` makes `if is_main:` a rank test too, and
         `r = dist.get_rank()` makes `r` a rank."""
         aliases: dict[str, Audience] = {}
-        self._aliases, self._rank_vars = aliases, set()
+        self._aliases, self._rank_vars = aliases, set(self._extra_ranks)
         for b in self._facts.bindings:
             if b.element is None and b.value is not None and isinstance(b.target, (cst.Name, cst.Attribute)):
                 if self._is_rank(b.value):

@@ -15,9 +15,12 @@ from typing import Callable
 import libcst as cst
 
 from migrator.analysis.collect import Binding, Facts
-from migrator.analysis.names import dotted_name
+from migrator.analysis.names import call_argument as _arg, code_of as _code, dotted_name
 from migrator.analysis.removal import import_removals, removal_unit, shared_removals
 from migrator.analysis.roles import Role, RoleTable, peel_moves
+from migrator.analysis.spawn import (
+    LaunchedWorker, Spawn, find_spawns, inside_any, judge_worker_reads, launched_workers, master_env_lines,
+)
 from migrator.edits import Edit, Fix, ImportChange, remove, replace
 
 Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
@@ -35,7 +38,6 @@ DESTROY = "torch.distributed.destroy_process_group"
 SET_DEVICE = "torch.cuda.set_device"
 BARRIERS = {"torch.distributed.barrier", "torch.distributed.monitored_barrier"}
 ALL_REDUCE = "torch.distributed.all_reduce"
-SPAWNS = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes", "torch.multiprocessing.spawn.spawn"}
 # dist queries that keep working unchanged (false or trivially true on one process).
 _QUERIES = {"is_available", "is_initialized", "is_nccl_available", "is_gloo_available", "is_torchelastic_launched"}
 # What the plumbing reads → the Accelerator property that replaces it.
@@ -131,6 +133,8 @@ class DistributionFacts:
     inits: tuple[cst.Call, ...] = ()
     set_devices: tuple[cst.Call, ...] = ()
     destroys: tuple[cst.Call, ...] = ()
+    # id(destroy call) → (`def cleanup(): destroy_process_group()`, its bare calls)
+    destroy_helpers: dict[int, tuple[cst.FunctionDef, list]] = field(default_factory=dict)
     barriers: tuple[cst.Call, ...] = ()
     all_reduces: tuple[AllReduce, ...] = ()
     plumbing: tuple[Plumbing, ...] = ()
@@ -138,26 +142,15 @@ class DistributionFacts:
     # read only there): this process's device, spelled by hand
     device_strings: tuple[cst.FormattedString, ...] = ()
     rank_tests: tuple[RankTest, ...] = ()
-    spawns: tuple[cst.Call, ...] = ()
+    spawns: tuple[Spawn, ...] = ()  # `mp.spawn(worker, ...)`: converted when `reason` is None
+    launched: tuple[LaunchedWorker, ...] = ()  # a spawn's worker called with the launcher's LOCAL_RANK
+    master_env: tuple[cst.Assign, ...] = ()  # `os.environ["MASTER_PORT"] = ...` that goes with a spawn
     raw_calls: tuple[cst.Call, ...] = ()  # other torch.distributed calls nobody rewrites
     removals: dict[int, Fix] = field(default_factory=dict)  # id(small statement) → shared Fix
     import_cleanup: tuple[ImportChange, ...] = ()  # imports of torch.distributed & co., dropped once unused
 
     def removal(self, small: cst.CSTNode) -> Fix | None:
         return self.removals.get(id(small))
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node).strip()
-
-
-def _arg(call: cst.Call, keyword: str, position: int | None) -> cst.Arg | None:
-    for i, arg in enumerate(call.args):
-        if arg.keyword is not None and arg.keyword.value == keyword:
-            return arg
-        if arg.keyword is None and arg.star == "" and position is not None and i == position:
-            return arg
-    return None
 
 
 def _expr_statement(call: cst.Call, parent: Parent) -> cst.BaseSmallStatement | None:
@@ -382,13 +375,19 @@ class _Builder:
             out.append(AllReduce(call, statement, tensor, reduction if reason is None else None, reason))
         return out
 
-    def plumbing(self) -> list[Plumbing]:
+    def plumbing(self, workers: list[tuple[cst.FunctionDef, str]] = (), given: set[int] = frozenset()) -> list[Plumbing]:
+        """`workers`: (worker, its parameter holding the process count) of a spawn that
+        converts; `given`: ids of the launcher's values passed to a converted worker."""
         out = []
         for c in self.facts.calls:
             node, prop = self._plumbing_read(c.node)
-            if node is None or any(p.node is node for p in out) or self._going(node):
+            if node is None or any(p.node is node for p in out) or self._going(node) or id(node) in given:
                 continue  # a read inside a rank test or a removed statement goes with it
             out.append(Plumbing(node, prop, self._unused_binding(node)))
+        for worker, world in workers:
+            for load in self.facts.loads:
+                if load.name == world and load.scope is worker and not self._going(load.node):
+                    out.append(Plumbing(load.node, "num_processes", self._unused_binding(load.node)))
         for b in self.facts.bindings:
             value = b.value
             if b.element is None and isinstance(value, cst.Attribute) and value.attr.value in ACCELERATOR_PLUMBING:
@@ -625,25 +624,48 @@ def _bare_calls(facts: Facts, name: str, parent: Parent) -> list[cst.BaseSmallSt
             continue
         call = parent(load.node)
         statement = _expr_statement(call, parent) if isinstance(call, cst.Call) and call.func is load.node else None
-        if statement is None or call.args:  # type: ignore[union-attr]
+        if statement is None or not all(_plain_arg(a) for a in call.args):  # type: ignore[union-attr]
             return []
         calls.append(statement)
     return calls
 
 
+def _plain_arg(arg: cst.Arg) -> bool:
+    """An argument whose evaluation does nothing (`setup(rank, world_size)`, `setup(args.gpu, 4)`):
+    the call can go with the helper."""
+    return arg.star == "" and (dotted_name(arg.value) is not None or isinstance(arg.value, (cst.Integer, cst.SimpleString)))
+
+
+def destroy_helpers(facts: Facts, destroys: list[cst.Call], parent: Parent) -> dict[int, tuple[cst.FunctionDef, list]]:
+    """`def cleanup(): dist.destroy_process_group()`: a module-level helper that only leaves
+    the group, called as bare `cleanup()` statements. id(the destroy call) → (the helper,
+    its calls): each call becomes `accelerator.end_training()` and the helper goes."""
+    out = {}
+    for call in destroys:
+        small = parent(call)
+        line = parent(small) if isinstance(small, cst.Expr) else None
+        block = parent(line) if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+        function = parent(block) if isinstance(block, cst.IndentedBlock) and len(block.body) == 1 else None
+        if not isinstance(function, cst.FunctionDef) or function.decorators or id(function) in facts.method_of:
+            continue
+        if not isinstance(facts.scope_of_function.get(id(function)), cst.Module) or facts.params.get(id(function)):
+            continue
+        if len(facts.functions.get(function.name.value, [])) != 1:
+            continue
+        calls = _bare_calls(facts, function.name.value, parent)
+        if calls and all(not c.value.args for c in calls):  # type: ignore[attr-defined]
+            out[id(call)] = (function, calls)
+    return out
+
+
 def _within_node(node: cst.CSTNode, outer: cst.CSTNode, parent: Parent) -> bool:
-    current: cst.CSTNode | None = node
-    while current is not None:
-        if current is outer:
-            return True
-        current = parent(current)
-    return False
+    return inside_any(node, {id(outer)}, parent)
 
 
 def local_rank_names(facts: Facts) -> set[str]:
     """Names bound from `int(os.environ["LOCAL_RANK"])`: torchrun scripts use them as the
     device index (`x.to(self.gpu_id)`, `.cuda(local_rank)`), so a move to one is a device
-    move like `.to(device)`."""
+    move like `.to(device)` (a spawned worker's first parameter is one too: spawn.py)."""
     out = set()
     for b in facts.bindings:
         value = b.value
@@ -720,13 +742,32 @@ def distribution_facts(
     } | {id(w.call) for w in wraps if w.statement is not None}
     device_strings = _rank_device_strings(facts, parent)
     b.vanishing |= {id(d) for d in device_strings}
-    plumbing = b.plumbing()
+    spawns = find_spawns(facts, parent)
+    launched = launched_workers(facts)
+    converting = [s for s in spawns if s.reason is None]
+    env_lines = master_env_lines(facts, parent) if converting or launched else []
+    if env_lines:  # the launcher picks the rendezvous address and port
+        b.boilerplate.extend(env_lines)
+        b.vanishing |= {id(e) for e in env_lines}
+    # the calls of a set-up helper that goes whole (`setup(rank, world_size)`) go with it:
+    # what they read is not read any more
+    early = shared_removals(b.boilerplate, parent, facts.imports, (), b.companions, b.together)
+    for fix in _emptied_helpers(facts, early, parent).values():
+        for e in fix.edits:
+            if e.replacement is cst.RemovalSentinel.REMOVE:
+                b.vanishing.add(id(e.node))
+                if isinstance(e.node, cst.SimpleStatementLine):
+                    b.vanishing |= {id(small) for small in e.node.body}
+    workers = [(s.worker, s.world) for s in converting if s.world] + [(w.worker, w.world) for w in launched if w.world]
+    given = {id(a.value) for w in launched for a in w.call.args}
+    plumbing = b.plumbing(workers, given)
     cleanup = tuple(
         change
         for local, qualified in sorted(facts.imports.aliases.items())
         if qualified.startswith(_CLEANED_MODULES)
         for change in import_removals(facts.imports, local)
     )
+    destroys = b.calls(DESTROY)
     handled = {INIT, DESTROY, ALL_REDUCE, *BARRIERS, *PLUMBING}
     raw = [
         c.node for c in facts.calls
@@ -736,6 +777,9 @@ def distribution_facts(
     ]
     removals = shared_removals(b.boilerplate, parent, facts.imports, cleanup, b.companions, b.together)
     removals.update(_emptied_helpers(facts, removals, parent))
+    removed = {id(e.node) for fix in removals.values() for e in fix.edits if e.replacement is cst.RemovalSentinel.REMOVE}
+    going = lambda node: b._going(node) or inside_any(node, removed, parent)  # noqa: E731
+    spawns = [judge_worker_reads(s, facts, parent, going) if s.reason is None else s for s in spawns]
     return DistributionFacts(
         wraps=tuple(wraps),
         module_accesses=tuple(b.module_accesses({w for w in wrapped if w})),
@@ -744,13 +788,16 @@ def distribution_facts(
         orphan_set_epochs=tuple(orphans),
         inits=tuple(inits),
         set_devices=tuple(set_devices),
-        destroys=tuple(b.calls(DESTROY)),
+        destroys=tuple(destroys),
+        destroy_helpers=destroy_helpers(facts, destroys, parent),
         barriers=tuple(b.calls(BARRIERS)),
         all_reduces=tuple(b.all_reduces()),
         plumbing=tuple(plumbing),
         device_strings=tuple(device_strings),
         rank_tests=tuple(rank_tests),
-        spawns=tuple(b.calls(SPAWNS)),
+        spawns=tuple(spawns),
+        launched=tuple(launched),
+        master_env=tuple(env_lines),
         raw_calls=tuple(raw),
         removals=removals,
         import_cleanup=cleanup,

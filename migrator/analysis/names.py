@@ -23,6 +23,21 @@ def dotted_name(node: cst.CSTNode) -> str | None:
     return ".".join(reversed(parts))
 
 
+def code_of(node: cst.CSTNode) -> str:
+    """The source text of one node, stripped (for messages and comparing expressions)."""
+    return cst.Module([]).code_for_node(node).strip()
+
+
+def call_argument(call: cst.Call, keyword: str, position: int | None) -> cst.Arg | None:
+    """The argument of `call` given as `keyword=` or at `position` (None: keyword only)."""
+    for i, arg in enumerate(call.args):
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+        if arg.keyword is None and arg.star == "" and position is not None and i == position:
+            return arg
+    return None
+
+
 def _module_name(node: cst.BaseExpression | None) -> str:
     return dotted_name(node) or "" if node is not None else ""
 

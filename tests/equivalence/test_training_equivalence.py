@@ -57,6 +57,12 @@ def test_two_processes_train_as_the_original_at_twice_the_batch(spec):
         for rank, steps in run.ranks.items():
             harness.assert_same_run(steps, single, f"{what}, rank {rank} vs the original at B")
         return
+    if spec.global_batch:
+        # The script splits the batch it is given between its processes (as the original
+        # split it between its spawned workers): N processes at B take the original's
+        # batches at B, a share each, step for step.
+        harness.assert_matches_global_batch(run.ranks, single, f"{what} (the batch is the whole run's)")
+        return
     harness.assert_schedule_over_run(spec, run.steps, single, what)
     if spec.why:
         # The run cannot equal the original at N*B (the fixture says why); what still holds:

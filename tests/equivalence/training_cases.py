@@ -18,6 +18,8 @@ A fixture declares that it trains, and how to set its batch size, in its case.to
     metrics = 'val_loss (?P<val_loss>\S+) accuracy (?P<accuracy>\S+)'  # evaluation lines (optional): every
                                   # rank of the N-process run prints the original's values at N*B
     launch = "torchrun"           # the original is already distributed: run it under torchrun (1 process)
+    global_batch = true           # the batch option is the whole run's, split between the processes
+                                  # (`batch_size // world_size`): N processes at B train as the original at B
 
 Its script prints one line per optimizer step with `step`, `loss` and `lr` in it (a plain
 print such as `print(f"epoch {e} step {i} loss {loss.item():.6f} lr {lr}")`), or in its
@@ -40,7 +42,7 @@ from tests.fixture_cases import FIXTURES, case_config
 
 _KEYS = {
     "batch_arg", "batch", "args", "lr", "reference_args", "lr_tolerance", "why", "accelerate", "pattern", "known_bug",
-    "metrics", "launch", "unsharded",
+    "metrics", "launch", "unsharded", "global_batch",
 }
 
 
@@ -62,6 +64,7 @@ class TrainSpec:
     metrics: str | None = None
     unsharded: bool = False
     launch: str | None = None  # "torchrun": the original reads the launcher's environment
+    global_batch: bool = False  # the batch option is split between the processes by the script
 
     @property
     def name(self) -> str:
@@ -107,6 +110,7 @@ def load(case: Path) -> TrainSpec | None:
         metrics=table.get("metrics"),
         unsharded=bool(table.get("unsharded", False)),
         launch=table.get("launch"),
+        global_batch=bool(table.get("global_batch", False)),
     )
 
 
