@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.analysis.options import setup_arguments
+from migrator.analysis.options import setup_options
 from migrator.edits import ImportChange, insert_before
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -41,7 +41,11 @@ class MissingAccelerator(Rule):
     ## Options and where it goes
     When the script does by hand what the Accelerator can do, the Accelerator gets the
     matching options at creation: `mixed_precision` from autocast/GradScaler (AM401,
-    AM402), `gradient_accumulation_steps` from a hand-written accumulation loop (AM310).
+    AM402), `gradient_accumulation_steps` from a hand-written accumulation loop (AM310),
+    `kwargs_handlers=[DistributedDataParallelKwargs(...)]` from the options of a
+    hand-made `DistributedDataParallel(...)` wrap (`find_unused_parameters=True`,
+    `broadcast_buffers=False`, `static_graph=True`, ...: those DDP's defaults do not give)
+    and from a model whose parameters get no gradient (AM221).
     It is then created after the statements binding the names those options read
     (`args = parser.parse_args()`), unless a device variable needs it earlier (the option
     is then reported instead). When training is set up in a method (`Trainer.__init__`
@@ -71,12 +75,18 @@ class MissingAccelerator(Rule):
         setup = self.analysis.setup
         if setup is None:
             return
-        arguments = setup_arguments(self.analysis)
+        options = setup_options(self.analysis)
+        arguments = ", ".join(o.code for o in options)
         statement = cst.parse_statement(f"{self.analysis.accelerator} = Accelerator({arguments})\n")
         if isinstance(setup.block.owner, cst.Module) and setup.before is not setup.block.body[0]:
             statement = statement.with_changes(leading_lines=[cst.EmptyLine()])
         self.report(
             setup.before,
             edits=[insert_before(setup.before, statement)],
-            add_imports=[ImportChange(self.ctx.target.module, "Accelerator")],
+            add_imports=[ImportChange(self.ctx.target.module, name) for name in _imported(options)],
         )
+
+
+def _imported(options) -> list[str]:
+    """`Accelerator`, and what the options' values name (`DistributedDataParallelKwargs`)."""
+    return ["Accelerator", *dict.fromkeys(name for o in options for name in o.imports)]

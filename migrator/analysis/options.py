@@ -1,7 +1,9 @@
 """The arguments the Accelerator needs, computed once from what the script does by hand.
 
-`mixed_precision` comes from its autocast calls (or GradScaler), and
-`gradient_accumulation_steps` from its accumulation loops. AM001 writes them when it
+`mixed_precision` comes from its autocast calls (or GradScaler),
+`gradient_accumulation_steps` from its accumulation loops, and `kwargs_handlers` from the
+options of a hand-made DDP wrap or a model with parameters that get no gradient
+(ddp_options.py). AM001 writes them when it
 creates the Accelerator; when one already exists, the rule that rewrites the pattern adds
 the missing argument to that call in the same fix. An argument can only be written where
 the names it reads (`args` in `"fp16" if args.amp else "no"`) exist, so the setup is
@@ -19,6 +21,7 @@ import libcst as cst
 
 from migrator.analysis.accumulation import Accumulation
 from migrator.analysis.collect import Facts
+from migrator.analysis.ddp_options import HANDLER, DdpOptions
 from migrator.analysis.precision import PrecisionFacts
 from migrator.analysis.walk import walk
 
@@ -34,6 +37,8 @@ class AcceleratorOption:
     keyword: str
     value: str
     names: frozenset[str]
+    imports: tuple[str, ...] = ()  # names the value needs from the Accelerator's module
+    fallback: "AcceleratorOption | None" = None  # a smaller value to write where `names` are not all bound
 
     @property
     def code(self) -> str:
@@ -67,6 +72,14 @@ def accelerator_options(
         (value,) = steps
         out.append(AcceleratorOption("gradient_accumulation_steps", value, _free_names(value)))  # type: ignore[arg-type]
     return tuple(out)
+
+
+def handler_option(ddp: "DdpOptions") -> AcceleratorOption:
+    """`kwargs_handlers=[DistributedDataParallelKwargs(...)]`; it reads the names its values read."""
+    names = frozenset().union(*(_free_names(code) for _, code in ddp.carried))
+    literal = ddp.literal_code
+    fallback = AcceleratorOption("kwargs_handlers", literal, frozenset(), (HANDLER,)) if literal and names else None
+    return AcceleratorOption("kwargs_handlers", ddp.handler_code or "[]", names, (HANDLER,), fallback)
 
 
 def _caller_terms(code: str, node: cst.CSTNode, facts: Facts, parent) -> str:
@@ -138,16 +151,27 @@ def with_option(call: cst.Call, option: AcceleratorOption) -> cst.Call:
     return call.with_changes(args=[*args, arg])
 
 
-def setup_arguments(analysis: "ScriptAnalysis") -> str:
-    """The argument list AM001 writes into a new `Accelerator(...)`: the options whose
-    names exist where it goes (the others are reported by the rule that needs them)."""
+def setup_options(analysis: "ScriptAnalysis") -> tuple[AcceleratorOption, ...]:
+    """The options AM001 writes into a new `Accelerator(...)`: those whose names exist
+    where it goes (the others are reported by the rule that needs them)."""
     from migrator.analysis.reach import accelerator_home
 
     patterns = analysis.patterns
     home = accelerator_home(analysis)
     if patterns is None or home is None:
-        return ""
-    return ", ".join(o.code for o in patterns.options if available(analysis, home, o))
+        return ()
+    out = []
+    for option in patterns.options:
+        if not available(analysis, home, option):
+            option = option.fallback  # type: ignore[assignment]
+        if option is not None and available(analysis, home, option):
+            out.append(option)
+    return tuple(out)
+
+
+def setup_arguments(analysis: "ScriptAnalysis") -> str:
+    """The argument list of the new `Accelerator(...)`."""
+    return ", ".join(o.code for o in setup_options(analysis))
 
 
 def option_status(analysis: "ScriptAnalysis", keyword: str) -> tuple[cst.Call | None, AcceleratorOption | None, str | None]:

@@ -1,6 +1,6 @@
 """The hand-written patterns of real training scripts, found once per pass.
 
-Bundles what precision.py, accumulation.py, distributed.py and metrics.py find, and the
+Bundles what precision.py, accumulation.py, distributed.py, ddp_options.py and metrics.py find, and the
 Accelerator options they call for, into one read-only value on ScriptAnalysis
 (`analysis.patterns`). Nothing here edits the tree.
 """
@@ -14,11 +14,12 @@ import libcst as cst
 
 from migrator.analysis.accumulation import Accumulation, accumulations
 from migrator.analysis.collect import Facts
+from migrator.analysis.ddp_options import DdpOptions, ddp_options
 from migrator.analysis.device import device_variables
 from migrator.analysis.device_choice import DeviceChoice, device_choices, training_cpu
 from migrator.analysis.distributed import DistributionFacts, distribution_facts
 from migrator.analysis.metrics import MetricsGather, metrics_gathers
-from migrator.analysis.options import AcceleratorOption, accelerator_options
+from migrator.analysis.options import AcceleratorOption, accelerator_options, handler_option
 from migrator.analysis.precision import PrecisionFacts, precision_facts
 from migrator.analysis.roles import Role, RoleTable
 
@@ -32,6 +33,7 @@ class Patterns:
     options: tuple[AcceleratorOption, ...] = field(default_factory=tuple)
     devices: tuple[DeviceChoice, ...] = field(default_factory=tuple)  # device_choice.py
     cpu_problem: str | None = None  # why the user's CPU choice cannot become `cpu=`
+    ddp: DdpOptions = field(default_factory=lambda: DdpOptions((), ()))  # ddp_options.py
 
     @property
     def option_names(self) -> frozenset[str]:
@@ -58,6 +60,9 @@ def find_patterns(
     devices = device_choices(facts, [v.binding for v in device_variables(facts)], parent)
     cpu, cpu_problem = training_cpu(devices, (module,) if training_scope is None else (module, training_scope))
     options = accelerator_options(precision, accs, facts, parent)
+    ddp = ddp_options(facts, parent)
+    if ddp.handler_code is not None:
+        options += (handler_option(ddp),)
     if cpu is not None:
         options += (AcceleratorOption("cpu", cpu, _cpu_names(devices, cpu)),)
     elif not devices and _trains(facts, backward_loops) and _never_on_a_device(facts, roles):
@@ -70,6 +75,7 @@ def find_patterns(
         options=options,
         devices=devices,
         cpu_problem=cpu_problem,
+        ddp=ddp,
     )
 
 

@@ -1,0 +1,213 @@
+"""The options of the DDP wrap the Accelerator needs, from what the script shows.
+
+Two sources, read once per pass:
+
+- a hand-made `DistributedDataParallel(model, ..., find_unused_parameters=True)` (the wrap
+  AM210 removes): its options that `DistributedDataParallelKwargs` takes are carried over;
+- a model whose parameters get no gradient in a well-known way: a Hugging Face encoder
+  with a pooler (`transformers.BertModel.from_pretrained(...)` held as `self.bert`) whose
+  pooled output `forward` throws away (`o1, _ = self.bert(...)`, `self.bert(...)[0]`,
+  `.last_hidden_state`). DDP then waits at the second step for the pooler's gradients,
+  so the wrap needs `find_unused_parameters=True` (`UnusedPooler`, reported by AM221).
+
+The result is one `kwargs_handlers=[DistributedDataParallelKwargs(...)]` option, which
+AM001 writes into the Accelerator it creates. Nothing here edits the tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import libcst as cst
+
+from migrator.analysis.collect import Facts
+from migrator.analysis.names import dotted_name
+
+Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
+
+HANDLER = "DistributedDataParallelKwargs"
+# What DistributedDataParallelKwargs takes (Accelerate's fields), with DDP's defaults.
+DEFAULTS = {
+    "dim": "0", "broadcast_buffers": "True", "bucket_cap_mb": "25", "find_unused_parameters": "False",
+    "check_reduction": "False", "gradient_as_bucket_view": "False", "static_graph": "False",
+}
+_DDP = {"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"}
+# transformers encoders built with a pooler unless `add_pooling_layer=False`; AutoModel
+# resolves to one of them for BERT-like checkpoints (and to a model without a pooler,
+# for which the option only costs a little speed, for the others).
+POOLED_ENCODERS = frozenset({
+    "BertModel", "RobertaModel", "XLMRobertaModel", "CamembertModel", "AlbertModel", "LongformerModel",
+    "MPNetModel", "BigBirdModel", "ErnieModel", "MegatronBertModel", "Data2VecTextModel", "RemBertModel",
+    "AutoModel",
+})
+
+
+@dataclass(frozen=True, eq=False)
+class UnusedPooler:
+    """`self.<attribute> = transformers.<family>.from_pretrained(...)` (the `built` call),
+    only ever called with its pooled output discarded (`use` is the first such call)."""
+
+    attribute: str
+    family: str
+    built: cst.Call
+    use: cst.Call
+
+
+@dataclass(frozen=True, eq=False)
+class DdpOptions:
+    carried: tuple[tuple[str, str], ...]  # (keyword, code) for DistributedDataParallelKwargs
+    poolers: tuple[UnusedPooler, ...]
+
+    @property
+    def handler_code(self) -> str | None:
+        return _handler(self.carried)
+
+    @property
+    def literal_code(self) -> str | None:
+        """The handler with the options written as literals only (`True`, `25`): what can
+        still be carried where a name another option reads is not bound."""
+        return _handler(tuple((k, v) for k, v in self.carried if _literal(v)))
+
+
+def _handler(carried: tuple[tuple[str, str], ...]) -> str | None:
+    if not carried:
+        return None
+    return f"[{HANDLER}(" + ", ".join(f"{k}={v}" for k, v in carried) + ")]"
+
+
+def _literal(code: str) -> bool:
+    try:
+        expression = cst.parse_expression(code)
+    except cst.ParserSyntaxError:
+        return False
+    return isinstance(expression, (cst.Integer, cst.Float)) or (isinstance(expression, cst.Name) and expression.value in ("True", "False"))
+
+
+def ddp_options(facts: Facts, parent: Parent) -> DdpOptions:
+    carried = dict(_wrap_options(facts))
+    poolers = tuple(unused_poolers(facts, parent))
+    if poolers:
+        carried["find_unused_parameters"] = "True"
+    return DdpOptions(tuple(carried.items()), poolers)
+
+
+def _wrap_options(facts: Facts) -> dict[str, str]:
+    """The non-default options the script's DDP wraps agree on. Where two wraps disagree
+    (one sets an option, the other leaves the default) the option is not carried and the
+    verifier's AM918 says so; `find_unused_parameters=True` is carried whenever one wrap
+    sets it, since it only costs the others a little speed."""
+    wraps = [c.node for c in facts.calls if c.qualified in _DDP]
+    per_wrap = []
+    for call in wraps:
+        options = {}
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value in DEFAULTS:
+                options[arg.keyword.value] = cst.Module([]).code_for_node(arg.value).strip()
+        per_wrap.append(options)
+    out: dict[str, str] = {}
+    written = dict.fromkeys(k for options in per_wrap for k in options)  # in the order the script writes them
+    for keyword in written:
+        default = DEFAULTS[keyword]
+        values = {options.get(keyword, default) for options in per_wrap}
+        if keyword == "find_unused_parameters" and "True" in values:
+            out[keyword] = "True"
+        elif len(values) == 1 and values != {default}:
+            (out[keyword],) = values
+    return out
+
+
+def unused_poolers(facts: Facts, parent: Parent) -> list[UnusedPooler]:
+    out = []
+    for b in facts.bindings:
+        if not b.name.startswith("self.") or b.name.count(".") != 1 or not isinstance(b.value, cst.Call):
+            continue
+        family = _pooled_encoder(facts, b.value)
+        cls = facts.method_of.get(id(b.scope))
+        if family is None or cls is None or not _instantiated(facts, cls.name.value):
+            continue
+        uses = [c.node for c in facts.calls if c.func == b.name and facts.method_of.get(id(c.scope)) is cls]
+        if uses and _only_called(facts, cls, b.name, len(uses)) and all(_pooled_discarded(u, facts, parent) for u in uses):
+            out.append(UnusedPooler(b.name, family, b.value, uses[0]))
+    return out
+
+
+def _pooled_encoder(facts: Facts, call: cst.Call) -> str | None:
+    """`BertModel` for `transformers.BertModel.from_pretrained(...)` or `BertModel(config)`
+    (through any import spelling), unless built with `add_pooling_layer=...`."""
+    qualified = next((c.qualified for c in facts.calls if c.node is call), None) or ""
+    parts = qualified.split(".")
+    if parts[0] != "transformers" or len(parts) < 2:
+        return None
+    family = parts[-2] if parts[-1] == "from_pretrained" and len(parts) >= 3 else parts[-1]
+    if family not in POOLED_ENCODERS or (family == "AutoModel" and parts[-1] != "from_pretrained"):
+        return None
+    if any(a.keyword is not None and a.keyword.value == "add_pooling_layer" for a in call.args):
+        return None
+    return family
+
+
+def _instantiated(facts: Facts, class_name: str) -> bool:
+    return any(c.func == class_name for c in facts.calls)
+
+
+def _only_called(facts: Facts, cls: cst.ClassDef, attribute: str, calls: int) -> bool:
+    """`self.bert` appears in its class only where it is bound and where it is called:
+    `self.bert.pooler`, `self.bert.parameters()` or passing it on may use the pooler
+    or change what trains, so the pattern is not recognised there."""
+    seen = 0
+    for node in _attributes(cls):
+        if dotted_name(node) == attribute:
+            seen += 1
+    bindings = sum(1 for b in facts.bindings if b.name == attribute and facts.method_of.get(id(b.scope)) is cls)
+    return seen == calls + bindings
+
+
+def _attributes(node: cst.CSTNode) -> list[cst.Attribute]:
+    found: list[cst.Attribute] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Attribute(self, n: cst.Attribute) -> None:
+            found.append(n)
+
+    node.visit(_Find())
+    return found
+
+
+def _pooled_discarded(call: cst.Call, facts: Facts, parent: Parent) -> bool:
+    """The call's result is used only through its first element (the hidden states):
+    `o1, _ = call`, `call[0]`, `call.last_hidden_state`, or a name read only that way."""
+    up = parent(call)
+    if isinstance(up, (cst.Subscript, cst.Attribute)):
+        return _first_element(up, call)
+    if isinstance(up, cst.Assign) and up.value is call and len(up.targets) == 1:
+        target = up.targets[0].target
+        scope = next((c.scope for c in facts.calls if c.node is call), None)
+        if isinstance(target, (cst.Tuple, cst.List)):
+            elements = [e.value for e in target.elements]
+            if len(elements) < 2 or any(isinstance(e, cst.StarredElement) for e in target.elements):
+                return False
+            pooled = elements[1]
+            return isinstance(pooled, cst.Name) and not _read(facts, pooled.value, scope)
+        if isinstance(target, cst.Name):
+            loads = [n.node for n in facts.loads if n.name == target.value and n.scope is scope]
+            return bool(loads) and all(_first_element(parent(n), n) for n in loads)
+    return False
+
+
+def _first_element(up: cst.CSTNode | None, value: cst.CSTNode) -> bool:
+    if isinstance(up, cst.Attribute) and up.value is value:
+        return up.attr.value == "last_hidden_state"
+    if isinstance(up, cst.Subscript) and up.value is value and len(up.slice) == 1:
+        index = up.slice[0].slice
+        if isinstance(index, cst.Index):
+            key = index.value
+            if isinstance(key, cst.Integer):
+                return key.value == "0"
+            if isinstance(key, cst.SimpleString):
+                return key.evaluated_value == "last_hidden_state"
+    return False
+
+
+def _read(facts: Facts, name: str, scope) -> bool:
+    return any(n.name == name and n.scope is scope for n in facts.loads)
