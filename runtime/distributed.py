@@ -99,12 +99,25 @@ class DDP(_Replicated):
             # DDP refuses a module with nothing to train (e.g. a frozen teacher); it needs no syncing.
             return model
         device_ids = [self._device.index] if self._device.type == "cuda" else None
+        _standard_buffer_strides(model)
         return DistributedDataParallel(model, device_ids=device_ids, **self._options)
 
     def no_sync(self, model: nn.Module) -> ContextManager[None]:
         if isinstance(model, DistributedDataParallel):
             return model.no_sync()
         return contextlib.nullcontext()
+
+
+def _standard_buffer_strides(model: nn.Module) -> None:
+    """Give every buffer the strides of a fresh tensor of its shape. DDP copies the
+    buffers it broadcasts back into them, and that copy fails ("some elements ... refer
+    to a single memory location") for a view such as `pe.unsqueeze(0).transpose(0, 1)`,
+    the positional encoding of PyTorch's own Transformer example (pytorch/pytorch#68407).
+    The values are unchanged; only the layout is."""
+    for module in model.modules():
+        for name, buffer in list(module._buffers.items()):
+            if buffer is not None and buffer.stride() != torch.empty(buffer.shape).stride():
+                module._buffers[name] = buffer.clone(memory_format=torch.contiguous_format)
 
 
 def choose_strategy(
