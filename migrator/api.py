@@ -120,6 +120,7 @@ def migrate_paths(
     if on_total is not None:
         on_total(len(planned))
     items = [_look_up(item, store, write=write and not output) if isinstance(item, _File) else item for item in planned]
+    _with_models_of_other_files([item for item in items if isinstance(item, _File)], store, write=write and not output)
     _as_one_program([item for item in items if isinstance(item, _File)], store)
     tasks = [item.task for item in items if isinstance(item, _File) and item.task is not None]
     if jobs > 1 and len(tasks) > 1:
@@ -137,6 +138,29 @@ def migrate_paths(
             data = result.after.encode(result.encoding)  # what was written: next run's input
             store.put(store.key(result.path, data, item.config), data, again)
         yield result
+
+
+def _with_models_of_other_files(items: list[_File], store: Cache | None, *, write: bool) -> None:
+    """A file that builds a model class of another file of the run whose parameters get
+    no gradient (project/unused.py) is migrated knowing it: its settings, and so its
+    cache key and task, are made again with `project_unused`."""
+    readable = [i for i in items if i.source is not None and not notebook.is_notebook(i.path)]
+    if len(readable) < 2 or not any(b"transformers" in i.source.data for i in readable):
+        return
+    from migrator import project
+
+    sources = {i.path: i.source.data for i in readable}
+    involved = project.linked(sources)
+    if len(involved) < 2:
+        return
+    found = project.unused_models(sources, project.index({p: sources[p] for p in involved}))
+    for item in readable:
+        if item.path in found:
+            item.config = replace(item.config, project_unused=found[item.path])
+            item.result, item.task = None, None
+            looked = _look_up(item, store, write=write)
+            if isinstance(looked, FileResult):  # the file could not be read again
+                item.result = looked
 
 
 def _as_one_program(items: list[_File], store: Cache | None) -> None:

@@ -53,6 +53,7 @@ class Config:
     project_callers: str = ""
     project_stepped: tuple[str, ...] = ()  # schedulers those functions step per batch
     project_loaders: tuple[tuple[str, tuple[int, ...]], ...] = ()  # calls returning DataLoaders: positions (-1: the value)
+    project_unused: tuple[tuple[str, str], ...] = ()  # model classes with unused parameters: call -> what (project/unused.py)
 
     def for_file(self, path: str) -> Config:
         """This config with the codes `per_file_ignores` lists for `path` added to `ignore`."""

@@ -90,7 +90,10 @@ def _run_rules(
     with the AM902 findings of suppressions that silenced nothing in this pass. `text` is
     `module.code` when the caller has it (saves a codegen of the whole module)."""
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    analysis = analyze(wrapper, batch_stepped=frozenset(config.project_stepped), loader_calls=dict(config.project_loaders))
+    analysis = analyze(
+        wrapper, batch_stepped=frozenset(config.project_stepped), loader_calls=dict(config.project_loaders),
+        unused_models=dict(config.project_unused),
+    )
     ctx = RuleContext(config, path)
     _dispatch(analysis, [rule(analysis, ctx) for rule in rules])
     check_unused = unused is not None and any(r.code == UNUSED_SUPPRESSION for r in rules)

@@ -48,17 +48,18 @@ class EncoderPoolerUnused(Rule):
     or freeze it (`self.bert.pooler.requires_grad_(False)`).
 
     ## Known limits
-    Only this well-known shape is recognised, in the file that trains. Other models
-    whose parameters go unused (a head used every other step) need the option by hand.
-    An `AutoModel` checkpoint without a pooler (DistilBERT) gets the option too: it only
-    costs a little speed. Recurrent layers (`out, _ = self.lstm(x)`) are not this: all
-    their parameters feed `out`.
+    Only this well-known shape is recognised: in the file that trains, or in a model
+    class of another file of the run that the training file builds (reported there, at
+    the call that builds the model). Other models whose parameters go unused (a head
+    used every other step) need the option by hand. An `AutoModel` checkpoint without a
+    pooler (DistilBERT) gets the option too: it only costs a little speed. Recurrent
+    layers (`out, _ = self.lstm(x)`) are not this: all their parameters feed `out`.
     """
 
     code = "AM221"
     name = "encoder-pooler-unused"
     message = (
-        "`{attribute}` ({family}) is only read through its hidden states, so its pooler's parameters get no "
+        "`{attribute}` {where} ({family}) is only read through its hidden states, so its pooler's parameters get no "
         "gradient and DDP would stop at the second step: {action} "
         "`DistributedDataParallelKwargs(find_unused_parameters=True)`; cheaper: build it with "
         "`add_pooling_layer=False` or freeze `{attribute}.pooler`"
@@ -89,7 +90,7 @@ class EncoderPoolerUnused(Rule):
         action = _BY_HAND if call is not None else _WRITTEN
         for pooler in patterns.ddp.poolers:
             family = pooler.family if pooler.family != "AutoModel" else "AutoModel, a BERT-like checkpoint"
-            self.report(pooler.built, attribute=pooler.attribute, family=family, action=action)
+            self.report(pooler.built, attribute=pooler.attribute, where=pooler.where, family=family, action=action)
 
 
 _WRITTEN = "the Accelerator gets"

@@ -17,7 +17,7 @@ AM001 writes into the Accelerator it creates. Nothing here edits the tree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 import libcst as cst
 
@@ -46,12 +46,15 @@ POOLED_ENCODERS = frozenset({
 @dataclass(frozen=True, eq=False)
 class UnusedPooler:
     """`self.<attribute> = transformers.<family>.from_pretrained(...)` (the `built` call),
-    only ever called with its pooled output discarded (`use` is the first such call)."""
+    only ever called with its pooled output discarded. For a model class of another file
+    of the run, `built` is the call here that builds the model, and `where` names the
+    class and its file."""
 
     attribute: str
     family: str
     built: cst.Call
-    use: cst.Call
+    where: str = ""
+    owner: str = ""  # the model class holding the encoder
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,9 +87,11 @@ def _literal(code: str) -> bool:
     return isinstance(expression, (cst.Integer, cst.Float)) or (isinstance(expression, cst.Name) and expression.value in ("True", "False"))
 
 
-def ddp_options(facts: Facts, parent: Parent) -> DdpOptions:
+def ddp_options(facts: Facts, parent: Parent, models: Mapping[str, str] | None = None) -> DdpOptions:
+    """`models`: calls of model classes of other files of the run (`model.EntityModel`)
+    that hold an unused pooler, each with `attribute family where` (migrator/project/)."""
     carried = dict(_wrap_options(facts))
-    poolers = tuple(unused_poolers(facts, parent))
+    poolers = tuple(unused_poolers(facts, parent)) + tuple(_built_here(facts, models or {}))
     if poolers:
         carried["find_unused_parameters"] = "True"
     return DdpOptions(tuple(carried.items()), poolers)
@@ -117,18 +122,30 @@ def _wrap_options(facts: Facts) -> dict[str, str]:
     return out
 
 
-def unused_poolers(facts: Facts, parent: Parent) -> list[UnusedPooler]:
+def _built_here(facts: Facts, models: Mapping[str, str]) -> list[UnusedPooler]:
+    out = []
+    for c in facts.calls:
+        described = models.get(c.func or "")
+        if described is not None:
+            attribute, family, where = described.split(" ", 2)
+            out.append(UnusedPooler(attribute, family, c.node, where))
+    return out
+
+
+def unused_poolers(facts: Facts, parent: Parent, built_elsewhere: bool = False) -> list[UnusedPooler]:
+    """The encoders of this file's model classes that lose their pooled output. A class
+    counts when this file builds it, or with `built_elsewhere` (another file does)."""
     out = []
     for b in facts.bindings:
         if not b.name.startswith("self.") or b.name.count(".") != 1 or not isinstance(b.value, cst.Call):
             continue
         family = _pooled_encoder(facts, b.value)
         cls = facts.method_of.get(id(b.scope))
-        if family is None or cls is None or not _instantiated(facts, cls.name.value):
+        if family is None or cls is None or not (built_elsewhere or _instantiated(facts, cls.name.value)):
             continue
         uses = [c.node for c in facts.calls if c.func == b.name and facts.method_of.get(id(c.scope)) is cls]
         if uses and _only_called(facts, cls, b.name, len(uses)) and all(_pooled_discarded(u, facts, parent) for u in uses):
-            out.append(UnusedPooler(b.name, family, b.value, uses[0]))
+            out.append(UnusedPooler(b.name, family, b.value, f"of `{cls.name.value}`", cls.name.value))
     return out
 
 

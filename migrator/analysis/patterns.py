@@ -8,7 +8,7 @@ Accelerator options they call for, into one read-only value on ScriptAnalysis
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 import libcst as cst
 
@@ -51,16 +51,18 @@ def find_patterns(
     rank_audience: Callable,
     vanishing: frozenset[int] = frozenset(),
     training_scope: cst.CSTNode | None = None,
+    models: Mapping[str, str] | None = None,
 ) -> Patterns:
     """`rank_audience(expr)` says whether a test holds on the main process only (the
     lint's analysis.branches answers it); `vanishing` are ids of nodes other steps remove
-    (device moves that prepare() makes redundant)."""
+    (device moves that prepare() makes redundant); `models` are model classes of other
+    files of the run whose parameters get no gradient (ddp_options.py)."""
     precision = precision_facts(facts, parent)
     accs = accumulations(facts, roles, backward_loops, prepared)
     devices = device_choices(facts, [v.binding for v in device_variables(facts)], parent)
     cpu, cpu_problem = training_cpu(devices, (module,) if training_scope is None else (module, training_scope))
     options = accelerator_options(precision, accs, facts, parent)
-    ddp = ddp_options(facts, parent)
+    ddp = ddp_options(facts, parent, models)
     if ddp.handler_code is not None:
         options += (handler_option(ddp),)
     if cpu is not None:
