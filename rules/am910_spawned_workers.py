@@ -20,11 +20,15 @@ class SpawnedWorkers(Rule):
     (`int(os.environ.get("WORLD_SIZE", 1))`) where it passed `N` on. Inside the worker
     the rest is the torchrun conversion: the address and port picked by hand
     (`os.environ["MASTER_ADDR"]`, `["MASTER_PORT"]`) go, `init_process_group`,
-    `set_device`, the DDP wrap and the DistributedSampler go, moves to the index
-    (`model.to(rank)`) go, rank tests on the index (`if rank == 0:`) become
-    `accelerator.is_main_process`, and reads of the count that stay (`batch_size //
-    world_size`) become `accelerator.num_processes`, so a batch split between the
-    workers is still split between the processes.
+    `set_device`, the DDP wrap and the DistributedSampler go (with a `setup(rank,
+    world_size)` helper they empty, and a `cleanup()` helper that only left the group
+    becomes `accelerator.end_training()`), moves to the index (`model.to(rank)`) go, rank
+    tests on the index (`if rank == 0:`) become `accelerator.is_main_process`, and reads
+    of the count that stay (`batch_size // world_size`) become
+    `accelerator.num_processes`, so a batch split between the workers is still split
+    between the processes. The index is followed where the worker hands it to a function
+    or class of the same file (`Trainer(model, ..., rank)` storing it as `self.gpu_id`):
+    moves to it and tests on it there convert the same way.
 
     Why `LOCAL_RANK` from the environment and not `accelerator.local_process_index`:
     the Accelerator is created inside the worker (the scope that trains), after the call
@@ -44,8 +48,9 @@ class SpawnedWorkers(Rule):
     runs it alone); `args=` is not a tuple written out; the spawn's result is used, or it
     sets `join=False`, `daemon=True` or another start method; the worker never joins a
     process group (data workers), or the workers share a model's memory
-    (`model.share_memory()`, Hogwild); the index is stored on an object
-    (`args.gpu = gpu`) or passed on to a function of the user's; the workers join a run
+    (`model.share_memory()`, Hogwild); the index is stored on an object other than the
+    `self` of a class of this file (`args.gpu = gpu`, `args.rank += gpu`) or passed on to
+    a function the migration does not follow (of another module, or a library's); the workers join a run
     across several machines (`world_size=` not the count this machine starts).
     `mp.Process` and `start_processes` are not converted either.
 

@@ -564,6 +564,38 @@ def _env_name(node: cst.BaseExpression) -> str | None:
     return None
 
 
+def _read_only_by(facts: Facts, call: cst.Call, parent: Parent) -> list[cst.BaseSmallStatement]:
+    """`backend = "nccl" if torch.cuda.is_available() else "gloo"` read only by the
+    `init_process_group(backend, ...)` that goes: it goes too. Only a name bound once in
+    the call's scope, by a value that computes nothing but a choice (constants, names,
+    `is_available()` queries)."""
+    scope = next((c.scope for c in facts.calls if c.node is call), None)
+    out = []
+    for arg in call.args:
+        if not isinstance(arg.value, cst.Name):
+            continue
+        name = arg.value.value
+        bindings = [b for b in facts.bindings if b.name == name and b.scope is scope]
+        if len(bindings) != 1 or bindings[0].element is not None or not _pure(bindings[0].value):
+            continue
+        small = parent(parent(bindings[0].target))  # type: ignore[arg-type]
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+            continue
+        if all(inside_any(load.node, {id(call)}, parent) for load in facts.loads if load.name == name and load.scope is scope):
+            out.append(small)
+    return out
+
+
+def _pure(node: cst.CSTNode | None) -> bool:
+    if isinstance(node, (cst.SimpleString, cst.Integer, cst.Name, cst.Attribute)):
+        return True
+    if isinstance(node, cst.IfExp):
+        return _pure(node.test) and _pure(node.body) and _pure(node.orelse)
+    if isinstance(node, cst.Call):
+        return not node.args and (dotted_name(node.func) or "").endswith(".is_available")
+    return False
+
+
 def _emptied_helpers(facts: Facts, removals: dict[int, Fix], parent: Parent) -> dict[int, Fix]:
     """`def ddp_setup(): torch.cuda.set_device(...); init_process_group(...)`: a
     module-level helper whose every statement goes would be left holding `pass`; it goes
@@ -733,6 +765,10 @@ def distribution_facts(
         statement = _expr_statement(call, parent)
         if statement is not None:
             b.boilerplate.append(statement)
+            extra = _read_only_by(facts, call, parent)
+            if extra:
+                b.boilerplate.extend(extra)
+                b.together.append([statement, *extra])
     rank_tests = b.rank_tests()
     # a wrap replaced by the module it receives keeps that module's expression (and the
     # names it reads: `DDP(model.to(gpu), device_ids=[gpu])` → `model.to(gpu)`)

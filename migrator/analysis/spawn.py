@@ -166,7 +166,11 @@ def _spawn(facts: Facts, c, parent: Parent, shares_memory: bool) -> Spawn:
     elif not joins_group(facts, worker):
         reason = f"`{name}` never joins a process group: the processes are not one distributed run"
     elif _other_calls(facts, name, call, parent):
-        reason = f"`{name}` is also called or read elsewhere (the script runs it both as spawned workers and otherwise)"
+        other = _other_calls(facts, name, call, parent)[0]
+        use = parent(other)
+        shown = _code(use if isinstance(use, cst.Call) and use.func is other else other)
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        reason = f"`{name}` also runs without the spawn (`{shown}`): the script is both a spawning and a single-process one"
     rank = world = None
     params = _positional_params(worker) if worker is not None else None
     if reason is None and (params is None or len(params) < len(args) + 1 or any(p.default is None for p in params[len(args) + 1 :])):
@@ -214,9 +218,67 @@ def launched_workers(facts: Facts) -> list[LaunchedWorker]:
 
 def worker_rank_names(facts: Facts, parent: Parent) -> set[str]:
     """The first parameter of every worker (spawned or launched): its local process index,
-    used as the GPU index (`model.to(rank)`, `.cuda(gpu)`)."""
-    names = {s.rank for s in find_spawns(facts, parent) if s.rank}
-    return names | {w.rank for w in launched_workers(facts) if w.rank}
+    used as the GPU index (`model.to(rank)`, `.cuda(gpu)`), and the names it reaches in
+    this file's own classes and functions (`Trainer(..., rank)` → `self.gpu_id`)."""
+    starts = [(s.worker, s.rank) for s in find_spawns(facts, parent) if s.rank]
+    starts += [(w.worker, w.rank) for w in launched_workers(facts) if w.rank]
+    return {name for worker, rank in starts for _, name in index_holders(facts, worker, rank, parent)}
+
+
+def index_holders(facts: Facts, worker, rank: str, parent: Parent) -> list[tuple[cst.FunctionDef, str]]:
+    """(function, name) for every place the worker's index is followed to: the worker's
+    parameter; the parameter of a function or class (`__init__`) of this file it is passed
+    to by position or keyword; `self.<attr>` a method stores it in (read in every method
+    of the class). A few levels deep, each place once."""
+    out: list[tuple[cst.FunctionDef, str]] = []
+    todo = [(worker, rank, 0)]
+    while todo:
+        function, name, depth = todo.pop()
+        if (function, name) in out:
+            continue
+        out.append((function, name))
+        if depth >= 3 or "." in name:
+            continue
+        for load in facts.loads:
+            if load.scope is function and load.name == name:
+                todo.extend((f, n, depth + 1) for f, n in _passed_to(facts, load.node, function, parent))
+    return out
+
+
+def _passed_to(facts: Facts, node: cst.CSTNode, function, parent: Parent) -> list[tuple[cst.FunctionDef, str]]:
+    """Where one read of the index hands it on: a parameter of a callee of this file, or
+    `self.<attr>` in a method."""
+    up = parent(node)
+    if isinstance(up, cst.Arg) and isinstance(parent(up), cst.Call) and up.star == "":
+        call = parent(up)
+        callee, params = _own_callee(facts, call.func)  # type: ignore[union-attr]
+        if callee is None:
+            return []
+        if up.keyword is not None:
+            return [(callee, up.keyword.value)] if up.keyword.value in params else []
+        index = list(call.args).index(up)  # type: ignore[union-attr]
+        return [(callee, params[index])] if index < len(params) else []
+    if isinstance(up, cst.Assign) and len(up.targets) == 1 and id(function) in facts.method_of:
+        target = dotted_name(up.targets[0].target)
+        first = facts.params.get(id(function), ())
+        if target and first and target.startswith(first[0] + ".") and target.count(".") == 1:
+            return [(function, "self." + target.split(".", 1)[1])]
+    return []
+
+
+def _own_callee(facts: Facts, func: cst.BaseExpression) -> tuple[cst.FunctionDef | None, tuple[str, ...]]:
+    """A module function of this file, or a class of it (its `__init__`, less `self`)."""
+    name = dotted_name(func)
+    if not name or "." in name:
+        return None, ()
+    function = _module_function(facts, name)
+    if function is not None:
+        return function, facts.params.get(id(function), ())
+    cls = facts.classes.get(name)
+    init = next((f for f in facts.functions.get("__init__", []) if facts.method_of.get(id(f)) is cls), None)
+    if cls is None or init is None:
+        return None, ()
+    return init, facts.params.get(id(init), ())[1:]
 
 
 def master_env_lines(facts: Facts, parent: Parent) -> list[cst.BaseSmallStatement]:
@@ -252,12 +314,17 @@ def judge_worker_reads(spawn: Spawn, facts: Facts, parent: Parent, going: Callab
     from dataclasses import replace
 
     worker = spawn.worker
-    for load in facts.loads:
-        if load.scope is not worker or load.name != spawn.rank or going(load.node):
-            continue
-        why = _unfollowed(load.node, spawn.rank, parent)  # type: ignore[arg-type]
-        if why:
-            return replace(spawn, reason=why)
+    holders = index_holders(facts, worker, spawn.rank, parent)  # type: ignore[arg-type]
+    followed = set(holders)
+    for function, name in holders:
+        for node in _reads(facts, function, name, parent):
+            if going(node):
+                continue
+            if any(place in followed for place in _passed_to(facts, node, function, parent)):
+                continue
+            why = _unfollowed(node, name, parent)  # type: ignore[arg-type]
+            if why:
+                return replace(spawn, reason=why)
     if spawn.world:
         for c in _calls_within(facts, worker):  # type: ignore[arg-type]
             size = _keyword(c.node, "world_size", 3) if (c.qualified or "") == INIT else None
@@ -269,7 +336,25 @@ def judge_worker_reads(spawn: Spawn, facts: Facts, parent: Parent, going: Callab
     return spawn
 
 
-def _unfollowed(node: cst.Name, rank: str, parent: Parent) -> str | None:
+def _reads(facts: Facts, function, name: str, parent: Parent) -> list[cst.CSTNode]:
+    """Reads of `name` in `function`; for `self.<attr>`, in every method of its class."""
+    if "." not in name:
+        return [load.node for load in facts.loads if load.scope is function and load.name == name]
+    cls = facts.method_of.get(id(function))
+    head, attr = name.split(".", 1)
+    out = []
+    for load in facts.loads:
+        if load.name != head or facts.method_of.get(id(load.scope)) is not cls:
+            continue
+        up = parent(load.node)
+        if isinstance(up, cst.Attribute) and up.value is load.node and up.attr.value == attr:
+            targets = parent(up)
+            if not (isinstance(targets, cst.AssignTarget) and targets.target is up):
+                out.append(up)
+    return out
+
+
+def _unfollowed(node: cst.CSTNode, rank: str, parent: Parent) -> str | None:
     current: cst.CSTNode | None = node
     while current is not None and not isinstance(current, (cst.BaseStatement, cst.BaseSmallStatement)):
         up = parent(current)
@@ -281,6 +366,7 @@ def _unfollowed(node: cst.Name, rank: str, parent: Parent) -> str | None:
                 return None
             return f"the worker's `{rank}` is passed on to `{callee or _code(call.func)}(...)`, which the migration does not follow"  # type: ignore[union-attr]
         current = up
-    if isinstance(current, cst.Assign) and any(not isinstance(t.target, cst.Name) for t in current.targets):
+    stored = isinstance(current, cst.Assign) and any(not isinstance(t.target, cst.Name) for t in current.targets)
+    if stored or (isinstance(current, cst.AugAssign) and not isinstance(current.target, cst.Name)):
         return f"`{_code(current)}` keeps the worker's index where the migration does not follow it"
     return None
