@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis.options import setup_options
+from migrator.cst import LINE_LIMIT
 from migrator.edits import ImportChange, insert_before
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -76,8 +77,7 @@ class MissingAccelerator(Rule):
         if setup is None:
             return
         options = setup_options(self.analysis)
-        arguments = ", ".join(o.code for o in options)
-        statement = cst.parse_statement(f"{self.analysis.accelerator} = Accelerator({arguments})\n")
+        statement = cst.parse_statement(_creation(self.analysis.accelerator, [o.code for o in options], setup.block.owner))
         if isinstance(setup.block.owner, cst.Module) and setup.before is not setup.block.body[0]:
             statement = statement.with_changes(leading_lines=[cst.EmptyLine()])
         self.report(
@@ -85,6 +85,15 @@ class MissingAccelerator(Rule):
             edits=[insert_before(setup.before, statement)],
             add_imports=[ImportChange(self.ctx.target.module, name) for name in _imported(options)],
         )
+
+
+def _creation(name: str, arguments: list[str], owner: cst.CSTNode) -> str:
+    """`accelerator = Accelerator(...)`, one argument a line when it would pass LINE_LIMIT."""
+    code = f"{name} = Accelerator({', '.join(arguments)})"
+    indent = "" if isinstance(owner, cst.Module) else "    "
+    if len(indent) + len(code) > LINE_LIMIT:
+        code = f"{name} = Accelerator(\n" + "".join(f"    {a},\n" for a in arguments) + ")"
+    return code + "\n"
 
 
 def _imported(options) -> list[str]:
