@@ -18,7 +18,8 @@ class DdpOptionsDropped(Rule):
     with the non-default options of the wrap. This note is left where an option could not
     be carried: its value reads a name not bound where the Accelerator is created
     (`find_unused_parameters=args.unused` with `args` parsed later), two wraps disagree,
-    or the script already had an Accelerator of its own.
+    the wrap took its options as `**options`, or the script already had an Accelerator
+    of its own.
 
     ## Why is this bad?
     `find_unused_parameters=True` lets a model with parameters that get no gradient train

@@ -40,6 +40,13 @@ def ddp_options_dropped(pair: Pair) -> Iterator[Problem]:
     }
     for call in _wraps(pair.before, before_wraps):
         for kw in call.keywords:
+            if kw.arg is None:
+                yield Problem(
+                    "AM918", kw.value.lineno, kw.value.col_offset + 1,
+                    f"the DDP wrap the migration removes took `**{ast.unparse(kw.value)}`, whose options the "
+                    f"Accelerator is not given: pass those DDP takes as `kwargs_handlers=[{_HANDLER}(...)]`",
+                    blocking=False,
+                )
             if kw.arg not in DDP_OPTIONS:
                 continue
             default = DDP_OPTIONS[kw.arg]

@@ -35,3 +35,9 @@ def test_an_option_not_carried_is_a_note_under_an_alias_too() -> None:
 def test_a_carried_option_with_another_value_is_a_note() -> None:
     other = "kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True, broadcast_buffers=True)]"
     assert _notes(_after(other)) == [("AM918", 83, False)]
+
+
+def test_options_passed_as_a_mapping_are_a_note() -> None:
+    before = BEFORE.replace("find_unused_parameters=True, broadcast_buffers=False", "**ddp_options")
+    found = [(p.code, p.blocking) for p in verify(before, _after("")) if p.code == "AM918"]
+    assert found == [("AM918", False)]
