@@ -130,7 +130,7 @@ class EvalLoop:
             if name in seen or name not in self.tensors:
                 continue
             seen.add(name)
-            reduction = self.scalar_loss(name)
+            reduction = self.scalar_loss(name) or self._read_as_number(node, name)
             if reduction is not None:
                 scalars[name] = reduction
             elif name in self.roots:
@@ -144,6 +144,25 @@ class EvalLoop:
         if name not in self.bound or self.bound[name][1] is None:
             return None
         return loss_reduction(self.bound[name][1], self.criteria)  # type: ignore[arg-type]
+
+    def _read_as_number(self, node: cst.CSTNode, name: str) -> str | None:
+        """"mean" when the metric reads `name.item()` and `name`, a loss, is bound in the
+        loop from the model's own output (`_, _, loss = model(**batch)`): a one-element
+        tensor on every batch, so gathering it gives N values and `.item()` fails. The mean
+        of the processes' values keeps what the script averages (a per-batch figure),
+        whatever the loss's reduction."""
+        bound = self.bound.get(name)
+        if bound is None or not isinstance(bound[1], cst.Call) or "loss" not in name.lower():
+            return None
+        if self.roles.of(dotted_name(bound[1].func)) is not Role.MODEL:
+            return None
+        for n in _walk(node):
+            if (
+                isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "item"
+                and isinstance(n.func.value, cst.Name) and n.func.value.value == name
+            ):
+                return "mean"
+        return None
 
     def roots_of(self, node: cst.CSTNode, seen: set[str] | None = None) -> set[str]:
         seen = set() if seen is None else seen
@@ -178,3 +197,9 @@ def enumerate_index(loop: cst.For) -> str:
         if isinstance(loop.target, cst.Tuple) and loop.target.elements:
             return dotted_name(loop.target.elements[0].value) or ""
     return ""
+
+
+def _walk(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)

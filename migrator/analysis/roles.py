@@ -159,8 +159,33 @@ def assign_roles(facts: Facts, backward_loops: set[int], loader_calls: dict[str,
                 roles.setdefault(owner, Role.MODEL)
     for name in _wrapped_models(facts):
         roles.setdefault(name, Role.MODEL)
+    for name in _other_loader_classes(facts, roles):
+        del roles[name]
     _roles_by_use(facts, roles, backward_loops)
     return RoleTable(roles)
+
+
+# what code calls on a torch DataLoader (or a subclass) besides iterating it
+_LOADER_METHODS = {"__iter__", "__len__", "check_worker_number_rationality", "set_epoch", "state_dict", "load_state_dict"}
+
+
+def _other_loader_classes(facts: Facts, roles: dict[str, Role]) -> list[str]:
+    """`data_loader = DataLoader(data_dir, params)` from a project's own module, then
+    `data_loader.load_data(...)`: a class that shares the name but not the API (prepare()
+    cannot take it). Known by a method torch's DataLoader does not have."""
+    out = []
+    for name, role in roles.items():
+        if role is not Role.DATALOADER:
+            continue
+        built = [b for b in facts.bindings if b.name == name and isinstance(b.value, cst.Call)]
+        if not built or any((facts.imports.qualify(b.value.func) or "").startswith("torch.") for b in built):
+            continue
+        for c in facts.calls:
+            func = c.node.func
+            if isinstance(func, cst.Attribute) and dotted_name(func.value) == name and func.attr.value not in _LOADER_METHODS:
+                out.append(name)
+                break
+    return out
 
 
 _DISTRIBUTED_WRAPS = {"DistributedDataParallel", "DataParallel"}

@@ -24,7 +24,27 @@ def check(pair: Pair) -> list[Problem]:
     program = pair.after
     if not program.prepares:
         return []
-    return list(_optimizers_and_models(pair)) + list(_training_loaders(pair)) + list(_unpreparable(pair))
+    return (
+        list(_optimizers_and_models(pair)) + list(_training_loaders(pair)) + list(_unpreparable(pair))
+        + list(_optimizers_alone(pair))
+    )
+
+
+def _optimizers_alone(pair: Pair) -> Iterator[Problem]:
+    """Every prepare() of the file prepares optimizers (or schedulers) only: the model
+    they update is prepared nowhere here, so nothing is wrapped for distribution (an
+    optimizer built in a model's own `get_optimizer()`, or handed over by another file)."""
+    program = pair.after
+    kinds = [(p, [program.kind_of(a) if a else "other" for a in p.args]) for p in program.prepares]
+    if not kinds or any(k not in ("optimizer", "scheduler") for _, ks in kinds for k in ks):
+        return
+    prepare, _ = kinds[0]
+    yield pair.at_after(
+        CODE, prepare.call,
+        "left as written: only the optimizer would be prepared, and the model it updates is "
+        "prepared nowhere in this file, so N processes would train N unsynchronised copies; "
+        "prepare the model and its optimizer together where both exist",
+    )
 
 
 def optimizers(program: Program) -> Iterator[tuple[str, ast.Call, set[str]]]:
