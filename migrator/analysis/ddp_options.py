@@ -27,6 +27,7 @@ from migrator.analysis.names import dotted_name
 Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 
 HANDLER = "DistributedDataParallelKwargs"
+_UNKNOWN = "<unknown>"  # a value that cannot be carried
 # What DistributedDataParallelKwargs takes (Accelerate's fields), with DDP's defaults.
 DEFAULTS = {
     "dim": "0", "broadcast_buffers": "True", "bucket_cap_mb": "25", "find_unused_parameters": "False",
@@ -87,28 +88,35 @@ def _literal(code: str) -> bool:
     return isinstance(expression, (cst.Integer, cst.Float)) or (isinstance(expression, cst.Name) and expression.value in ("True", "False"))
 
 
-def ddp_options(facts: Facts, parent: Parent, models: Mapping[str, str] | None = None) -> DdpOptions:
+def ddp_options(
+    facts: Facts, parent: Parent, models: Mapping[str, str] | None = None, training_scope: cst.CSTNode | None = None
+) -> DdpOptions:
     """`models`: calls of model classes of other files of the run (`model.EntityModel`)
-    that hold an unused pooler, each with `attribute family where` (migrator/project/)."""
-    carried = dict(_wrap_options(facts))
+    that hold an unused pooler, each with `attribute family where` (migrator/project/);
+    `training_scope`: where the Accelerator is created (see _wrap_options)."""
+    carried = dict(_wrap_options(facts, training_scope))
     poolers = tuple(unused_poolers(facts, parent)) + tuple(_built_here(facts, models or {}))
     if poolers:
         carried["find_unused_parameters"] = "True"
     return DdpOptions(tuple(carried.items()), poolers)
 
 
-def _wrap_options(facts: Facts) -> dict[str, str]:
+def _wrap_options(facts: Facts, training_scope: cst.CSTNode | None) -> dict[str, str]:
     """The non-default options the script's DDP wraps agree on. Where two wraps disagree
     (one sets an option, the other leaves the default) the option is not carried and the
     verifier's AM918 says so; `find_unused_parameters=True` is carried whenever one wrap
-    sets it, since it only costs the others a little speed."""
-    wraps = [c.node for c in facts.calls if c.qualified in _DDP]
+    sets it, since it only costs the others a little speed. A value that reads names
+    (`args.unused`) is carried only from a wrap in the scope that trains, where the
+    Accelerator goes: elsewhere the same name may mean something else."""
     per_wrap = []
-    for call in wraps:
+    for c in facts.calls:
+        if c.qualified not in _DDP:
+            continue
         options = {}
-        for arg in call.args:
+        for arg in c.node.args:
             if arg.keyword is not None and arg.keyword.value in DEFAULTS:
-                options[arg.keyword.value] = cst.Module([]).code_for_node(arg.value).strip()
+                code = cst.Module([]).code_for_node(arg.value).strip()
+                options[arg.keyword.value] = code if _literal(code) or c.scope is training_scope else _UNKNOWN
         per_wrap.append(options)
     out: dict[str, str] = {}
     written = dict.fromkeys(k for options in per_wrap for k in options)  # in the order the script writes them
@@ -117,7 +125,7 @@ def _wrap_options(facts: Facts) -> dict[str, str]:
         values = {options.get(keyword, default) for options in per_wrap}
         if keyword == "find_unused_parameters" and "True" in values:
             out[keyword] = "True"
-        elif len(values) == 1 and values != {default}:
+        elif len(values) == 1 and values != {default} and _UNKNOWN not in values:
             (out[keyword],) = values
     return out
 

@@ -62,7 +62,7 @@ def find_patterns(
     devices = device_choices(facts, [v.binding for v in device_variables(facts)], parent)
     cpu, cpu_problem = training_cpu(devices, (module,) if training_scope is None else (module, training_scope))
     options = accelerator_options(precision, accs, facts, parent)
-    ddp = ddp_options(facts, parent, models)
+    ddp = ddp_options(facts, parent, models, training_scope)
     if ddp.handler_code is not None:
         options += (handler_option(ddp),)
     if cpu is not None:

@@ -120,3 +120,18 @@ def main(args):
 )
 def test_options_of_two_wraps(g: str, d: str, expected: tuple) -> None:
     assert _analyze(WRAPS.format(g=g, d=d)).patterns.ddp.carried == expected
+
+
+def test_a_value_read_in_another_scope_is_not_carried() -> None:
+    code = """
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    def wrap(model, args):
+        return DDP(model, find_unused_parameters=args.unused, broadcast_buffers=False)
+    def main(args):
+        model = wrap(Net(), args)
+        opt = torch.optim.Adam(model.parameters())
+        for x in loader:
+            opt.step()
+    """
+    assert _analyze(code).patterns.ddp.carried == (("broadcast_buffers", "False"),)
