@@ -187,10 +187,14 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
     def target(path: str) -> str:
         return "accelerate" if by_path[path].config.target.value == "accelerate" else "runtime"
 
-    def migrate(path: str, calls: tuple[str, ...], stub: str, stepped: tuple[str, ...], loaders: tuple = (), fix: bool = True) -> FileResult:
+    def migrate(
+        path: str, calls: tuple[str, ...], stub: str, stepped: tuple[str, ...], loaders: tuple = (), states: tuple = (),
+        fix: bool = True,
+    ) -> FileResult:
         item = by_path[path]
         config = replace(
-            item.config, project_calls=calls, project_callers=stub, project_stepped=stepped, project_loaders=loaders, fix=fix
+            item.config, project_calls=calls, project_callers=stub, project_stepped=stepped, project_loaders=loaders,
+            project_states=states, fix=fix,
         )
         return _cached(store, item, config, lambda: _migrate_in_project(item, config, stub))
 
@@ -202,7 +206,7 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
             result = migrate(path, *outcome.context(path), fix=False)
             if path in outcome.stubs:
                 mine = outcome.covered.get(path, frozenset(t[1] for t in outcome.threaded if t[0] == path))
-                result = project.with_unthreaded(result, migrate(path, (), "", (), (), fix=False), mine)
+                result = project.with_unthreaded(result, migrate(path, (), "", (), (), (), fix=False), mine)
         item.result, item.task = result, None
 
 

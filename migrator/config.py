@@ -53,6 +53,7 @@ class Config:
     project_callers: str = ""
     project_stepped: tuple[str, ...] = ()  # schedulers those functions step per batch
     project_loaders: tuple[tuple[str, tuple[int, ...]], ...] = ()  # calls returning DataLoaders: positions (-1: the value)
+    project_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = ()  # calls that save/load a model's state: positions, names
     project_unused: tuple[tuple[str, str], ...] = ()  # model classes with unused parameters: call -> what (project/unused.py)
 
     def for_file(self, path: str) -> Config:

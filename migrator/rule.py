@@ -48,6 +48,7 @@ class Example:
     # For a rule that acts in a run of several files: the calls that run threads the
     # Accelerator into (Config.project_calls, set by migrator/project/).
     project_calls: tuple[str, ...] = ()
+    project_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = ()  # Config.project_states
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,10 @@ _WRITERS = {
     "numpy.savez_compressed": (0, "file"),
     "numpy.savetxt": (0, "fname"),
     "torch.onnx.export": (2, "f"),
+    "shutil.copyfile": (1, "dst"),
+    "shutil.copy": (1, "dst"),
+    "shutil.copy2": (1, "dst"),
+    "joblib.dump": (1, "filename"),
 }
 # writers that run a model they are given: on the main process alone it must be the
 # unwrapped one (DistributedDataParallel's forward would wait for the other processes)
@@ -31,7 +35,7 @@ class FileWrittenOnEveryProcess(Rule):
     In a script being migrated, puts a file written to the same path by every process
     under `if accelerator.is_main_process:`: a statement that is one call of
     `torchvision.utils.save_image`, `matplotlib.pyplot.savefig`, `numpy.save`/`savez`/
-    `savetxt`, `torch.onnx.export`, a whole `with open(path, "w") as f:` block (any
+    `savetxt`, `torch.onnx.export`, `shutil.copyfile`/`copy`/`copy2`, `joblib.dump`, a whole `with open(path, "w") as f:` block (any
     writing mode), or an archive unpacked (`tar.extractall()`, `shutil.unpack_archive`,
     with the `with` blocks that only download and open it). In the block, calls of the
     prepared model, and the model an ONNX export runs, go through

@@ -25,10 +25,14 @@ class Outcome:
     stepped: dict[str, tuple[str, ...]] = field(default_factory=dict)  # caller path → schedulers stepped per batch
     loaders: dict[str, tuple] = field(default_factory=dict)  # caller path → its calls that return loaders
     covered: dict[str, frozenset[str]] = field(default_factory=dict)  # engine path → functions migrated with the Accelerator
+    states: dict[str, tuple] = field(default_factory=dict)  # caller path → its calls of state helpers left unthreaded
 
-    def context(self, path: str) -> tuple[tuple[str, ...], str, tuple[str, ...], tuple]:
-        """(calls, stub, stepped, loaders) for `path`: what `migrate` was given for it."""
-        return self.calls.get(path, ()), self.stubs.get(path, ""), self.stepped.get(path, ()), self.loaders.get(path, ())
+    def context(self, path: str) -> tuple[tuple[str, ...], str, tuple[str, ...], tuple, tuple]:
+        """(calls, stub, stepped, loaders, states) for `path`: what `migrate` was given for it."""
+        return (
+            self.calls.get(path, ()), self.stubs.get(path, ""), self.stepped.get(path, ()),
+            self.loaders.get(path, ()), self.states.get(path, ()),
+        )
 
 
 def decide(
@@ -38,9 +42,11 @@ def decide(
     outside: dict[str, str] | None = None,
 ) -> tuple[Outcome, dict[str, FileResult]]:
     """Run the callers and engines with the threaded set until nothing is dropped.
-    `migrate(path, calls, stub, stepped, loaders)` migrates one file with that context (the
-    stub already cut off again; `stepped`: its schedulers the threaded functions step per
-    batch; `loaders`: its calls of functions of the run that return DataLoaders).
+    `migrate(path, calls, stub, stepped, loaders, states)` migrates one file with that
+    context (the stub already cut off again; `stepped`: its schedulers the threaded
+    functions step per batch; `loaders`: its calls of functions of the run that return
+    DataLoaders; `states`: its calls of unthreaded functions that save or load the state
+    of a model they are given).
     Returns the outcome and the results of the files that had a context."""
     threaded = candidates(files, outside)
     for _ in range(_ROUNDS):
@@ -51,10 +57,11 @@ def decide(
         calls = _calls_by_file(files, threaded)
         stepped: dict[str, tuple[str, ...]] = {}
         loaders = {path: _loader_calls(files, files[path]) for path in calls}
+        states = {path: _state_calls(files, files[path], threaded) for path in calls}
         prepared: dict[tuple[str, str], list[dict[str, str]]] = {}
         for path, spellings in calls.items():
             stepped[path] = _stepped_by(files, files[path], threaded)
-            result = migrate(path, spellings, "", stepped[path], loaders[path])
+            result = migrate(path, spellings, "", stepped[path], loaders[path], states[path])
             results[path] = result
             dropped |= check_caller(files[path], threaded, result, prepared, loaders[path])
         threaded -= dropped
@@ -69,16 +76,16 @@ def decide(
             if stub is None or left_out:
                 continue  # the callers are migrated again without what was left out
             stubs[engine] = stub
-            result = migrate(engine, (), stub, (), ())
+            result = migrate(engine, (), stub, (), (), ())
             bad = _check_engine(mine, result, files)
             if not bad:  # the functions left alone keep the AM913 advice they get alone
                 covered[engine] = frozenset(covered_functions(result, mine, files))
-                result = with_unthreaded(result, migrate(engine, (), "", (), ()), covered[engine])
+                result = with_unthreaded(result, migrate(engine, (), "", (), (), ()), covered[engine])
             results[engine] = result
             dropped |= bad
         threaded -= dropped
         if not dropped:
-            return Outcome(frozenset(threaded), calls, stubs, stepped, loaders, covered), results
+            return Outcome(frozenset(threaded), calls, stubs, stepped, loaders, covered, states), results
     return Outcome(frozenset(), {}, {}), {}
 
 
@@ -102,6 +109,20 @@ def _loader_calls(files: dict[str, FileIndex], f: FileIndex) -> tuple[tuple[str,
         function = owner.functions.get(call.target[1]) if owner else None
         if function is not None and function.returned_loaders:
             out.add((call.spelling, function.returned_loaders))
+    return tuple(sorted(out))
+
+
+def _state_calls(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...]:
+    """This file's calls of functions of the run, not threaded, that save or load the
+    state of a model they are given: (spelling, positions, names) of those parameters."""
+    out = set()
+    for call in f.calls:
+        owner = files.get(call.target[0])
+        function = owner.functions.get(call.target[1]) if owner else None
+        if function is None or not function.state_params or call.target in threaded:
+            continue
+        positions = tuple(i for i, p in enumerate(function.params) if p in function.state_params)
+        out.add((call.spelling, positions, function.state_params))
     return tuple(sorted(out))
 
 

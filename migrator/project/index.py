@@ -22,6 +22,7 @@ class Function:
     batch_stepped: frozenset[str] = frozenset()  # parameters it calls `.step()` on inside a loop
     is_class: bool = False  # a class: `params` are its __init__'s, the keyword goes there
     returned_loaders: tuple[int, ...] = ()  # positions of the returned tuple that are DataLoaders; (-1,): the value
+    state_params: tuple[str, ...] = ()  # parameters whose state it saves or loads (`model.load_state_dict(...)`)
 
 
 @dataclass
@@ -136,6 +137,7 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
         out[node.name] = Function(
             node.name, params, kwonly, ok, _stepped_in_loops(node, set(params + kwonly)), init is not None,
             _returned_loaders(node) if init is None else (),
+            tuple(sorted({n.func.value.id for n in ast.walk(node) if _state_of_parameter(n, set(params))})) if init is None else (),
         )
     return out
 
@@ -187,14 +189,36 @@ def _stepped_in_loops(function: ast.FunctionDef, params: set[str]) -> frozenset[
 
 
 def _trains(function: ast.FunctionDef) -> bool:
-    """A backward call or a loop: the facts that make AM913 speak (the engine migration
-    decides the rest; a function it leaves alone is dropped)."""
+    """A backward call or a loop: the facts that make AM913 speak; or a checkpoint saved
+    (`torch.save(...)`: once, by the main process) or a state loaded through a parameter
+    (`model.load_state_dict(...)`: into the unwrapped model). The engine migration
+    decides the rest; a function it leaves alone is dropped."""
+    params = {a.arg for a in function.args.args} if isinstance(function, ast.FunctionDef) else set()
     for node in ast.walk(function):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward":
             return True
         if isinstance(node, ast.For):
             return True
+        if _state_of_parameter(node, params) or _saves(node):
+            return True
     return False
+
+
+def _saves(node: ast.AST) -> bool:
+    """`torch.save(...)` (as `torch.save` or the `t.save` of `import torch as t`)."""
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "save"
+        and isinstance(node.func.value, ast.Name) and node.func.value.id in ("torch", "t", "th")
+    )
+
+
+def _state_of_parameter(node: ast.AST, params: set[str]) -> bool:
+    """`model.state_dict()` or `model.load_state_dict(...)` on a parameter `model`."""
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("state_dict", "load_state_dict")
+        and isinstance(node.func.value, ast.Name) and node.func.value.id in params
+    )
 
 
 def _resolve(module: str, level: int, path: str, run: dict[str, str], root: str) -> str | None:

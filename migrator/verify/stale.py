@@ -57,7 +57,8 @@ def _main_only_file_read(pair: Pair) -> Iterator[Problem]:
             if _barrier(later) or _main_only(later):
                 break
             use = next((c for c in ast.walk(later) if isinstance(c, ast.Call) and last(call_name(c)) not in _MENTIONS and (
-                any(ast.unparse(a) == path for a in c.args) or last(call_name(c)) in _DELETES)), None)
+                any(ast.unparse(a) == path for a in c.args) or last(call_name(c)) in _DELETES)
+                and not _under_main_test(program, c, later)), None)
             if use is not None:
                 yield pair.at_after(
                     CODE, use,
@@ -75,6 +76,17 @@ def _called_on_main_only(program: Program, node: ast.AST) -> bool:
     return bool(callers) and all(
         any(isinstance(a, ast.If) and _main_test(a.test) for a in program.ancestors(c)) for c in callers
     )
+
+
+def _under_main_test(program: Program, node: ast.AST, within: ast.AST) -> bool:
+    """`node` sits under an `if` of `within` that only the main process enters
+    (`if is_best: if accelerator.is_main_process: shutil.copyfile(...)`)."""
+    for a in program.ancestors(node):
+        if isinstance(a, ast.If) and _main_test(a.test):
+            return True
+        if a is within:
+            return False
+    return False
 
 
 def _main_test(test: ast.AST) -> bool:
