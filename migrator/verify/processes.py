@@ -59,12 +59,19 @@ def _starts_processes(pair: Pair) -> Iterator[Problem]:
             if (
                 isinstance(target, ast.Subscript) and (dotted(target.value) or "").endswith("environ")
                 and isinstance(target.slice, ast.Constant) and target.slice.value in _MASTER_ENV
+                and not _default_only(after, node, target.slice.value)
             ):
                 yield pair.at_after(
                     CODE, node,
                     f"left as written: the script still sets `{target.slice.value}` by hand; the launcher sets "
                     "the rendezvous for every process, and another one leaves them waiting for each other",
                 )
+
+
+def _default_only(program: Program, node: ast.AST, key: str) -> bool:
+    """`if "MASTER_PORT" not in os.environ:` / `if not os.getenv("MASTER_PORT"):` above the
+    assignment: a default for a run without a launcher, left alone under one."""
+    return any(isinstance(a, ast.If) and repr(key)[1:-1] in ast.unparse(a.test) for a in program.ancestors(node))
 
 
 def check(pair: Pair) -> list[Problem]:
