@@ -9,6 +9,16 @@ from migrator.edits import Fix, ImportChange, insert_after
 from migrator.rule import Example, FixAvailability, Rule
 
 
+_OVER_DATASET = (
+    "but is divided by the whole data set's size: on N processes this is about 1/N of the average; "
+    "sum it across processes first (`accelerator.reduce`)"
+)
+_OVER_BATCHES = (
+    "and is divided by its number of batches: on N processes that is this process's average, "
+    "not the epoch's; average it across processes first (`accelerator.reduce`)"
+)
+
+
 class PerProcessSumOverDataset(Rule):
     """## What it does
     Finds `train_loss / len(train_loader.dataset)` (or `train_loss /= ...`) where
@@ -51,9 +61,12 @@ class PerProcessSumOverDataset(Rule):
     (Accelerate's `reduce` takes tensors only, ours too).
 
     ## Known limits
+    A sum divided by the loader's number of batches (`train_loss / len(train_loader)`, an
+    average per batch) is averaged across processes instead (`reduction="mean"`): every
+    process draws as many batches, so the mean of the processes' averages is the epoch's.
+
     Left as a finding, with nothing changed: a sum read after the loop other than divided
-    by the data set's size (`train_loss / len(train_loader)` is a per-process average and
-    would become N times too large), a sum whose type cannot be told (a number or a
+    by the data set's size or the number of batches, a sum whose type cannot be told (a number or a
     tensor, a tensor moved to the CPU, which NCCL cannot reduce), an attribute
     (`self.loss_sum`), and a loop with a `return` inside. The float64 tensor is not
     available on Apple's MPS devices (Accelerate target). When the data set does not
@@ -67,10 +80,7 @@ class PerProcessSumOverDataset(Rule):
 
     code = "AM515"
     name = "per-process-sum-over-dataset"
-    message = (
-        "`{total}` sums this process's share of `{loader}` but is divided by the whole data set's size: "
-        "on N processes this is about 1/N of the average; sum it across processes first (`accelerator.reduce`){note}"
-    )
+    message = "`{total}` sums this process's share of `{loader}` {problem}{note}"
     fix_title = "Sum it across processes with `accelerator.reduce` after the loop"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -132,26 +142,35 @@ class PerProcessSumOverDataset(Rule):
             else:
                 continue
             total = dotted_name(left)
-            if total in sums and _dataset_size_of(right) == loader and not self._reduced_before(loop, total, division):
-                found.setdefault(total, []).append((division, left))
+            if total not in sums or self._reduced_before(loop, total, division):
+                continue
+            if _dataset_size_of(right) == loader:
+                found.setdefault(total, []).append((division, left, "sum"))
+            elif _batch_count_of(right) == loader:
+                found.setdefault(total, []).append((division, left, "mean"))
         first = {name: min(analysis.order(v) for v in values if v is not None) for name, values in sums.items() if any(values)}
         planned = []
         for total, divisions in sorted(found.items(), key=lambda item: first.get(item[0], 0)):
-            statement, why = self._reduction(loop, total, sums[total], losses, [left for _, left in divisions])
+            reductions = {r for _, _, r in divisions}
+            if len(reductions) > 1:
+                statement, why = None, f"`{total}` is divided both by the data set's size and by the number of batches"
+            else:
+                statement, why = self._reduction(loop, total, sums[total], losses, [left for _, left, _ in divisions], reductions.pop())
             planned.append((total, divisions, statement, why))
         statements = [s for _, _, s, _ in planned if s is not None]
         # One fix for the loop: the sums are reduced in the order the loop adds to them.
         fix = Fix((insert_after(loop.node, *(s for s, _ in statements)),), tuple(i for _, imports in statements for i in imports))
         for total, divisions, statement, why in planned:
-            for division, _ in divisions:
+            for division, _, reduction in divisions:
+                problem = _OVER_DATASET if reduction == "sum" else _OVER_BATCHES
                 if statement is None:
-                    self.report(division, total=total, loader=loader, note=f" (left as written: {why})" if why else "")
+                    self.report(division, total=total, loader=loader, problem=problem, note=f" (left as written: {why})" if why else "")
                 else:
-                    self.report(division, edits=fix, total=total, loader=loader, note="")
+                    self.report(division, edits=fix, total=total, loader=loader, problem=problem, note="")
 
-    def _reduction(self, loop, total: str, addends, losses: set[str], lefts: list[cst.CSTNode]):
-        """The edit that sums `total` across processes after `loop` (and imports), or None
-        with the reason it cannot be written."""
+    def _reduction(self, loop, total: str, addends, losses: set[str], lefts: list[cst.CSTNode], reduction: str):
+        """The edit that sums (or averages) `total` across processes after `loop` (and
+        imports), or None with the reason it cannot be written."""
         analysis = self.analysis
         if "." in total:
             return None, ""
@@ -168,7 +187,7 @@ class PerProcessSumOverDataset(Rule):
             return None, f"cannot tell whether `{total}` holds a number or a tensor"
         imports: list[ImportChange] = []
         if kinds == {"tensor"}:
-            code = f'{total} = {accelerator}.reduce({total}, reduction="sum")\n'
+            code = f'{total} = {accelerator}.reduce({total}, reduction="{reduction}")\n'
         else:
             torch = next(iter(analysis.imports.local_names_for("torch")), None)
             if torch is None:
@@ -176,7 +195,7 @@ class PerProcessSumOverDataset(Rule):
                 imports.append(ImportChange("torch"))
             code = (
                 f"{total} = {accelerator}.reduce({torch}.tensor({total}, dtype={torch}.float64, "
-                f'device={accelerator}.device), reduction="sum").item()\n'
+                f'device={accelerator}.device), reduction="{reduction}").item()\n'
             )
         return (cst.parse_statement(code), imports), ""
 
@@ -338,6 +357,13 @@ def _dataset_size_of(expr: cst.BaseExpression) -> str | None:
         inner = expr.args[0].value
         if isinstance(inner, cst.Attribute) and inner.attr.value == "dataset":
             return dotted_name(inner.value)
+    return None
+
+
+def _batch_count_of(expr: cst.BaseExpression) -> str | None:
+    """`train_loader` for `len(train_loader)`: the number of batches this process draws."""
+    if isinstance(expr, cst.Call) and dotted_name(expr.func) == "len" and len(expr.args) == 1:
+        return dotted_name(expr.args[0].value)
     return None
 
 
