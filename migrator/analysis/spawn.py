@@ -263,6 +263,10 @@ def _passed_to(facts: Facts, node: cst.CSTNode, function, parent: Parent) -> lis
         first = facts.params.get(id(function), ())
         if target and first and target.startswith(first[0] + ".") and target.count(".") == 1:
             return [(function, "self." + target.split(".", 1)[1])]
+    while isinstance(up, cst.BinaryOperation):  # `rank = args.node * args.gpus + gpu`
+        up = parent(up)
+    if isinstance(up, cst.Assign) and len(up.targets) == 1 and isinstance(up.targets[0].target, cst.Name):
+        return [(function, up.targets[0].target.value)]
     return []
 
 
@@ -301,7 +305,7 @@ def master_env_lines(facts: Facts, parent: Parent) -> list[cst.BaseSmallStatemen
 # Calls that only print, format or seed with the worker's index: the index they get from
 # LOCAL_RANK is the one the spawn gave. Anything else the index reaches is not followed.
 _FOLLOWED_CALLS = {
-    "print", "str", "int", "float", "repr", "format", "range", "torch.device", "torch.manual_seed",
+    "print", "str", "int", "float", "repr", "format", "torch.device", "torch.manual_seed",
     "torch.cuda.manual_seed", "random.seed", "np.random.seed", "numpy.random.seed",
 }
 _FOLLOWED_METHODS = {"to", "cuda", "format"}
@@ -358,6 +362,16 @@ def _unfollowed(node: cst.CSTNode, rank: str, parent: Parent) -> str | None:
     current: cst.CSTNode | None = node
     while current is not None and not isinstance(current, (cst.BaseStatement, cst.BaseSmallStatement)):
         up = parent(current)
+        if isinstance(up, (cst.SubscriptElement, cst.Slice)):
+            statement = current
+            while statement is not None and not isinstance(statement, (cst.BaseStatement, cst.BaseSmallStatement)):
+                statement = parent(statement)
+            shown = _code(statement) if statement is not None else rank
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            return (
+                f"the worker's `{rank}` picks its share by hand (`{shown}`): the prepared loader shards "
+                "the data itself, so each process would get a share of a share"
+            )
         if isinstance(up, cst.Arg) and isinstance(parent(up), cst.Call):
             call = parent(up)
             callee = dotted_name(call.func) or ""  # type: ignore[union-attr]

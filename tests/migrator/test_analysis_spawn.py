@@ -121,3 +121,16 @@ def test_hogwild_and_workers_without_a_group_stay() -> None:
         """
     )
     assert "never joins a process group" in no_group.patterns.distribution.spawns[0].reason
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "shard = data[rank::world_size]",
+        "global_rank = args.node * 4 + rank\n    shard = data[global_rank::world_size]",
+        "part = Subset(data, range(rank, len(data), world_size))",
+    ],
+)
+def test_an_index_that_shards_the_data_by_hand_leaves_the_spawn(body: str) -> None:
+    reason = _spawn(body=body).reason or ""
+    assert "picks its share by hand" in reason or "passed on to `range(...)`" in reason
