@@ -28,6 +28,7 @@ Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 
 HANDLER = "DistributedDataParallelKwargs"
 _UNKNOWN = "<unknown>"  # a value that cannot be carried
+_BUILDERS = ("from_pretrained", "from_config")
 # What DistributedDataParallelKwargs takes (Accelerate's fields), with DDP's defaults.
 DEFAULTS = {
     "dim": "0", "broadcast_buffers": "True", "bucket_cap_mb": "25", "find_unused_parameters": "False",
@@ -158,14 +159,15 @@ def unused_poolers(facts: Facts, parent: Parent, built_elsewhere: bool = False) 
 
 
 def _pooled_encoder(facts: Facts, call: cst.Call) -> str | None:
-    """`BertModel` for `transformers.BertModel.from_pretrained(...)` or `BertModel(config)`
-    (through any import spelling), unless built with `add_pooling_layer=...`."""
+    """`BertModel` for `transformers.BertModel.from_pretrained(...)`, `.from_config(...)` or
+    `BertModel(config)` (through any import spelling), unless built with `add_pooling_layer=...`."""
     qualified = next((c.qualified for c in facts.calls if c.node is call), None) or ""
     parts = qualified.split(".")
     if parts[0] != "transformers" or len(parts) < 2:
         return None
-    family = parts[-2] if parts[-1] == "from_pretrained" and len(parts) >= 3 else parts[-1]
-    if family not in POOLED_ENCODERS or (family == "AutoModel" and parts[-1] != "from_pretrained"):
+    built = parts[-1] in _BUILDERS and len(parts) >= 3
+    family = parts[-2] if built else parts[-1]
+    if family not in POOLED_ENCODERS or (family == "AutoModel" and not built):
         return None
     if any(a.keyword is not None and a.keyword.value == "add_pooling_layer" for a in call.args):
         return None

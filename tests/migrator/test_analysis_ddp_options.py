@@ -73,6 +73,8 @@ def test_the_pooled_output_read_or_the_pooler_handled(forward: str) -> None:
         ('transformers.RobertaModel.from_pretrained("roberta-base")', ["self.enc RobertaModel"]),
         ('transformers.AutoModel.from_pretrained(name)', ["self.enc AutoModel"]),
         ("transformers.BertModel(config)", ["self.enc BertModel"]),
+        ("transformers.AutoModel.from_config(config)", ["self.enc AutoModel"]),
+        ("transformers.AutoModel(config)", []),
         ('transformers.BertModel.from_pretrained("b", add_pooling_layer=False)', []),
         ('transformers.DistilBertModel.from_pretrained("distilbert-base-uncased")', []),
         ('transformers.AutoModelForTokenClassification.from_pretrained("b")', []),
