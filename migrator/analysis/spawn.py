@@ -171,6 +171,8 @@ def _spawn(facts: Facts, c, parent: Parent, shares_memory: bool) -> Spawn:
         shown = _code(use if isinstance(use, cst.Call) and use.func is other else other)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
         reason = f"`{name}` also runs without the spawn (`{shown}`): the script is both a spawning and a single-process one"
+    if reason is None:
+        reason = _after_the_workers(facts, statement, parent)
     rank = world = None
     params = _positional_params(worker) if worker is not None else None
     if reason is None and (params is None or len(params) < len(args) + 1 or any(p.default is None for p in params[len(args) + 1 :])):
@@ -182,6 +184,54 @@ def _spawn(facts: Facts, c, parent: Parent, shares_memory: bool) -> Spawn:
             world = next((p.name.value for p, a in zip(params[1:], args) if _code(a) == shown), None)
     unused = _unused_nprocs(facts, call, nprocs, c.scope, parent) if reason is None else None
     return Spawn(call, name or "the worker", worker, args, nprocs, rank, world, reason, unused)
+
+
+def _after_the_workers(facts: Facts, statement: cst.CSTNode, parent: Parent, depth: int = 0) -> str | None:
+    """Why the spawn is not the last thing the script does, or None. Code that runs after
+    the spawn (an evaluation, a summary) ran once, in the parent, when the workers were
+    done; with the spawn turned into a call it would run on every launched process. A
+    spawn in a loop would start its workers several times."""
+    current: cst.CSTNode | None = parent(statement)  # the statement line
+    while current is not None and not isinstance(current, cst.Module):
+        up = parent(current)
+        body = getattr(up, "body", None)
+        if isinstance(up, (cst.IndentedBlock, cst.Module)) and isinstance(body, (list, tuple)):
+            after = list(body)[list(body).index(current) + 1 :]
+            if any(not _inert(s) for s in after):
+                shown = _code(next(s for s in after if not _inert(s))).splitlines()[0]
+                return f"`{shown}` runs after the workers, once; called directly it would run on every process"
+        if isinstance(up, (cst.For, cst.While)):
+            return "the spawn runs in a loop (several rounds of workers)"
+        if isinstance(up, cst.FunctionDef):
+            return _after_the_calls(facts, up, parent, depth)
+        current = up
+    return None
+
+
+def _after_the_calls(facts: Facts, function: cst.FunctionDef, parent: Parent, depth: int) -> str | None:
+    """The same question for each call of the function that holds the spawn (`main()`)."""
+    if depth >= 2 or _module_function(facts, function.name.value) is not function:
+        return f"`{function.name.value}` holds the spawn and is not a module-level function called once"
+    calls = [load.node for load in facts.loads if load.name == function.name.value]
+    for node in calls:
+        call = parent(node)
+        small = parent(call) if isinstance(call, cst.Call) and call.func is node else None
+        if not isinstance(small, cst.Expr):
+            return f"`{function.name.value}`, which holds the spawn, is used as a value"
+        why = _after_the_workers(facts, small, parent, depth + 1)
+        if why:
+            return why
+    return None
+
+
+def _inert(statement: cst.CSTNode) -> bool:
+    """`pass` and string statements: nothing runs."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        return all(
+            isinstance(s, cst.Pass) or (isinstance(s, cst.Expr) and isinstance(s.value, (cst.SimpleString, cst.ConcatenatedString)))
+            for s in statement.body
+        )
+    return False
 
 
 def _options_kept(call: cst.Call):

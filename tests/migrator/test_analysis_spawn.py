@@ -134,3 +134,22 @@ def test_hogwild_and_workers_without_a_group_stay() -> None:
 def test_an_index_that_shards_the_data_by_hand_leaves_the_spawn(body: str) -> None:
     reason = _spawn(body=body).reason or ""
     assert "picks its share by hand" in reason or "passed on to `range(...)`" in reason
+
+
+@pytest.mark.parametrize(
+    "spawn, words",
+    [
+        ("mp.spawn(worker, nprocs=world_size, args=(world_size, args))\n    evaluate(args)", "`evaluate(args)` runs after the workers"),
+        ("for size in (1, 2):\n        mp.spawn(worker, nprocs=size, args=(size, args))", "in a loop"),
+    ],
+)
+def test_a_spawn_that_is_not_the_last_thing_the_script_does_stays(spawn: str, words: str) -> None:
+    assert words in (_spawn(spawn=spawn).reason or "")
+
+
+def test_code_after_the_call_of_the_function_that_spawns_counts_too() -> None:
+    code = WORKER.format(body="pass", spawn="mp.spawn(worker, nprocs=world_size, args=(world_size, args))")
+    analysis = _analyze(code + "\nif __name__ == '__main__':\n    main(None)\n    print('all done')\n")
+    assert "`print('all done')` runs after the workers" in analysis.patterns.distribution.spawns[0].reason
+    fine = _analyze(code + "\nif __name__ == '__main__':\n    main(None)\n")
+    assert fine.patterns.distribution.spawns[0].reason is None
