@@ -51,8 +51,17 @@ class SpawnedWorkers(Rule):
     (`model.share_memory()`, Hogwild); the index is stored on an object other than the
     `self` of a class of this file (`args.gpu = gpu`, `args.rank += gpu`) or passed on to
     a function the migration does not follow (of another module, or a library's); the workers join a run
-    across several machines (`world_size=` not the count this machine starts).
+    across several machines (`world_size=` not the count this machine starts); the index
+    picks the process's share of the data by hand (`data[rank::world_size]`: the prepared
+    loader would shard that share again); code runs after the spawn (an evaluation the
+    parent ran once when the workers were done), or the spawn runs in a loop.
     `mp.Process` and `start_processes` are not converted either.
+
+    ## Known limits
+    What the parent did before the spawn (parse arguments, download a data set, create a
+    folder) runs on every launched process once converted: a download there is reported
+    by AM220, a file written there by AM517. A `--port` option the script no longer reads
+    is left declared.
 
     ## Example
     ```python
