@@ -833,7 +833,7 @@ def distribution_facts(
         rank_tests=tuple(rank_tests),
         spawns=tuple(spawns),
         launched=tuple(launched),
-        master_env=tuple(env_lines),
+        master_env=tuple(env_lines) if launched or any(s.reason is None for s in spawns) else (),
         raw_calls=tuple(raw),
         removals=removals,
         import_cleanup=cleanup,
