@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.analysis.saving import Save, barrier_anchor, paired_loads, saves
+from migrator.analysis.saving import Save, barrier_anchor, optimizers_in, paired_loads, saves
 from migrator.edits import Edit, Fix, insert_before, replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -14,7 +14,9 @@ class TorchSaveCheckpoint(Rule):
     Rewrites `torch.save(obj, path)` to `accelerator.save(obj, path)` (which writes from
     the main process only), unwraps the models it saves
     (`model.state_dict()` → `accelerator.unwrap_model(model).state_dict()`,
-    `torch.save(model, f)` → `accelerator.save(accelerator.unwrap_model(model), f)`), and
+    `torch.save(model, f)` → `accelerator.save(accelerator.unwrap_model(model), f)`; in a
+    saved dict, a model pickled whole is unwrapped too and a prepared optimizer pickled
+    whole becomes the user's own, `optimizer.optimizer`), and
     puts `accelerator.wait_for_everyone()` before it, so every process has finished the
     step being saved, and before each later `torch.load` of the same path, so no process
     reads the file before the main process has written it; such a load of a model saved
@@ -121,6 +123,10 @@ class TorchSaveCheckpoint(Rule):
             code = cst.Module([]).code_for_node(model).strip()
             reach = self.analysis.accelerator_at(model) or accelerator
             edits.append(replace(model, cst.parse_expression(f"{reach}.unwrap_model({code})")))
+        for argument in save.call.args[:1]:
+            for optimizer in optimizers_in(self.analysis, argument.value):
+                code = cst.Module([]).code_for_node(optimizer).strip()
+                edits.append(replace(optimizer, cst.parse_expression(f"{code}.optimizer")))
         opened = save.opened
         if opened is None or self._main_only(opened):
             return edits

@@ -154,6 +154,8 @@ class Accelerator:
         if isinstance(optimizer, PreparedOptimizer):
             return optimizer
         self._strategy.adopt_optimizer(optimizer)  # FSDP: the sharded parameters, not the originals
+        if place and self.device_placement:
+            _place_state(optimizer, self.device)
         prepared = PreparedOptimizer(optimizer, self._sync, self._precision)
         self._objects.optimizers.append(prepared)
         return prepared
@@ -388,3 +390,14 @@ def _kind_of(obj: Any) -> str:
     if isinstance(obj, PreparedScheduler):
         return "scheduler"
     raise TypeError(f"prepare() does not know how to prepare a {type(obj).__qualname__}; it takes {_KINDS}")
+
+
+def _place_state(optimizer: torch.optim.Optimizer, device: torch.device) -> None:
+    """Move the optimizer's state (Adam's moments of a resumed run) to this process's
+    device, as Accelerate does: an optimizer pickled whole, or loaded from a checkpoint
+    written on another device, keeps its state where it was saved (`cuda:0` on every
+    rank) and its step fails beside parameters on `cuda:1`."""
+    for state in optimizer.state.values():
+        for key, value in list(state.items()):
+            if isinstance(value, torch.Tensor) and value.device != device and key != "step":
+                state[key] = value.to(device)

@@ -232,6 +232,26 @@ def _models_in(analysis: "ScriptAnalysis", obj: cst.BaseExpression) -> tuple[cst
             if isinstance(func, cst.Attribute) and func.attr.value == "state_dict" and is_model(func.value):
                 found.append(func.value)
 
+        def visit_DictElement(self, node: cst.DictElement) -> None:
+            if is_model(node.value):  # `{"model": model, ...}`: pickled whole, with the checkpoint
+                found.append(node.value)
+
+    walk(obj, _Find())
+    return tuple(found)
+
+
+def optimizers_in(analysis: "ScriptAnalysis", obj: cst.BaseExpression) -> tuple[cst.BaseExpression, ...]:
+    """Prepared optimizers pickled whole in a saved dict (`{"optimizer": optimizer}`): the
+    Accelerator's wrapper, not the user's optimizer, would be in the checkpoint."""
+    roles, prepared = analysis.roles, analysis.prepared
+    found: list[cst.BaseExpression] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_DictElement(self, node: cst.DictElement) -> None:
+            name = dotted_name(node.value) if isinstance(node.value, (cst.Name, cst.Attribute)) else None
+            if name and name in prepared and roles.of(name) is Role.OPTIMIZER:
+                found.append(node.value)
+
     walk(obj, _Find())
     return tuple(found)
 
