@@ -90,7 +90,9 @@ def _training_loaders(pair: Pair) -> Iterator[Problem]:
     trainers = _functions_that_backward(program)
     for loop in (n for n in program.nodes if isinstance(n, (ast.For, ast.AsyncFor))):
         name = iterated(loop.iter)
-        if name is None or not program.is_loader(name) or not _trains(loop, trainers):
+        if name is None or not _trains(loop, trainers):
+            continue
+        if not program.is_loader(name) and not _named_as_loader(program, name):
             continue
         if not _prepared_here(program, name, loop):
             yield pair.at_after(
@@ -98,6 +100,13 @@ def _training_loaders(pair: Pair) -> Iterator[Problem]:
                 f"left as written: the training loop draws from `{name}`, which would not be "
                 "prepared, so every process would read the whole data set; prepare it with the model",
             )
+
+
+def _named_as_loader(program: Program, name: str) -> bool:
+    """`self.train_loader` handed to a class by another file: no `DataLoader(...)` here
+    says what it is, but its name does (and a training loop draws from it)."""
+    word = last(name).lower()
+    return "loader" in word and program.kind_of(name) == "loader"
 
 
 def _functions_that_backward(program: Program) -> set[str]:

@@ -415,7 +415,7 @@ def test_prepare_above_the_line_that_creates_the_optimizer_at_module_level() -> 
     )
     after = HEAD + load + (
         "accelerator = Accelerator()\nmodel = Net()\nif args.resume:\n    load(args.resume)\n"
-        "model, optimizer = accelerator.prepare(model, optimizer)\n"
+        "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)\n"
         "try:\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "    for x in loader:\n        accelerator.backward(model(x).sum())\nexcept KeyboardInterrupt:\n    pass\n"
     )
@@ -437,3 +437,22 @@ def test_an_optimizer_over_a_list_the_model_parameters_were_appended_to() -> Non
         "for x, y in loader:\n    accelerator.backward(criterion(model(x), y))\n    optimizer.step()\n"
     )
     assert ("AM951", 7) in _codes(before, after)  # at the optimizer, in the original
+
+
+def test_a_training_loop_over_a_loader_handed_to_the_class_must_draw_from_a_prepared_one() -> None:
+    # `self.train_loader` comes from another file (the constructor's caller): no
+    # DataLoader(...) here, but the name says what it is and a training loop draws from it
+    before = (
+        "import torch\n\n\nclass Solver:\n    def __init__(self, train_loader):\n"
+        "        self.train_loader = train_loader\n        self.model = torch.nn.Linear(2, 1)\n"
+        "        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)\n\n"
+        "    def train(self):\n        for x in self.train_loader:\n            self.model(x).sum().backward()\n"
+    )
+    after = HEAD + (
+        "\n\nclass Solver:\n    def __init__(self, train_loader):\n        self.accelerator = Accelerator()\n"
+        "        self.train_loader = train_loader\n        self.model = torch.nn.Linear(2, 1)\n"
+        "        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)\n"
+        "        self.model, self.optimizer = self.accelerator.prepare(self.model, self.optimizer)\n\n"
+        "    def train(self):\n        for x in self.train_loader:\n            self.accelerator.backward(self.model(x).sum())\n"
+    )
+    assert "AM951" in [c for c, _ in _codes(before, after)]
