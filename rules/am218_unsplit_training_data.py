@@ -113,13 +113,25 @@ def _iterates_something(analysis, node: cst.CSTNode) -> bool:
     current = analysis.parent(node)
     while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
         if isinstance(current, cst.For):
-            source = current.iter
+            source = _bound_value(analysis, current.iter, current)
             while isinstance(source, cst.Call) and _name(source.func) in _WRAPPERS and source.args:
-                source = source.args[0].value
+                source = _bound_value(analysis, source.args[0].value, current)
             if not (isinstance(source, cst.Call) and _name(source.func) in _COUNTERS):
                 return True
         current = analysis.parent(current)
     return False
+
+
+def _bound_value(analysis, expr: cst.BaseExpression, loop: cst.For) -> cst.BaseExpression:
+    """What a name iterated by `loop` was bound to, when its scope binds it once
+    (`t = trange(num_steps)` then `for i in t:`); else the expression itself."""
+    if not isinstance(expr, cst.Name):
+        return expr
+    scope = analysis.scope_of(loop)
+    bound = [b for b in analysis.facts.bindings if b.name == expr.value and b.scope is scope]
+    if len(bound) == 1 and bound[0].element is None and bound[0].value is not None:
+        return bound[0].value
+    return expr
 
 
 def _name(func: cst.BaseExpression) -> str:
