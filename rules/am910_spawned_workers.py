@@ -5,8 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis.removal import line_of_small
-from migrator.analysis.spawn import LOCAL_RANK_ARG, WORLD_SIZE_ARG
-from migrator.edits import ImportChange, remove, replace
+from migrator.analysis.names import dotted_name
+from migrator.analysis.spawn import LOCAL_RANK_ARG, LOCAL_WORLD_SIZE_ARG, WORLD_SIZE_ARG
+from migrator.edits import Edit, ImportChange, remove, replace
 from migrator.rule import Example, FixAvailability, Rule
 
 
@@ -17,7 +18,10 @@ class SpawnedWorkers(Rule):
     launcher starts once per process: the spawn becomes a direct call of the worker,
     given this process's index on its machine (`int(os.environ.get("LOCAL_RANK", 0))`)
     where the spawn gave the spawned index, and the launcher's process count
-    (`int(os.environ.get("WORLD_SIZE", 1))`) where it passed `N` on. Inside the worker
+    (`int(os.environ.get("WORLD_SIZE", 1))`) where it passed `N` on; a count the script
+    keeps in an attribute (`nprocs=args.gpus`, read back by the workers) is set to the
+    launcher's count of processes on this machine before the call
+    (`args.gpus = int(os.environ.get("LOCAL_WORLD_SIZE", 1))`). Inside the worker
     the rest is the torchrun conversion: the address and port picked by hand
     (`os.environ["MASTER_ADDR"]`, `["MASTER_PORT"]`) go, `init_process_group`,
     `set_device`, the DDP wrap and the DistributedSampler go (with a `setup(rank,
@@ -140,9 +144,25 @@ class SpawnedWorkers(Rule):
                 args.append(WORLD_SIZE_ARG if spawn.world and code == shown else code)
             direct = cst.parse_expression(f"{spawn.worker_name}({', '.join(args)})")
             edits = [replace(spawn.call, direct)]
+            count = _count_attribute(spawn.nprocs)
+            line = analysis.parent(analysis.parent(spawn.call))
+            if count is not None and isinstance(line, cst.SimpleStatementLine):
+                # `nprocs=args.gpus`: whatever reads `args.gpus` (the worker's batch split,
+                # an lr scaled by it) reads the count of processes on this machine, now the
+                # launcher's
+                small = analysis.parent(spawn.call)
+                body = [cst.Expr(direct) if s is small else s for s in line.body]
+                setting = cst.parse_statement(f"{count} = {LOCAL_WORLD_SIZE_ARG}\n")
+                edits = [Edit(line, replacement=line.with_changes(body=body), before=(setting,))]
             if spawn.unused is not None:
                 edits.append(remove(line_of_small(spawn.unused, analysis.parent)))
             self.report(
                 spawn.call, edits=edits, add_imports=[ImportChange("os")],
                 remove_imports=facts.import_cleanup, note="", **fields,
             )
+
+
+def _count_attribute(nprocs: cst.BaseExpression | None) -> str | None:
+    """`args.gpus` for `nprocs=args.gpus`: an attribute the script may read again."""
+    name = dotted_name(nprocs) if isinstance(nprocs, cst.Attribute) else None
+    return name

@@ -29,6 +29,8 @@ INIT = "torch.distributed.init_process_group"
 # GPU it drives), and the count it was given from WORLD_SIZE.
 LOCAL_RANK_ARG = 'int(os.environ.get("LOCAL_RANK", 0))'
 WORLD_SIZE_ARG = 'int(os.environ.get("WORLD_SIZE", 1))'
+# `nprocs=args.gpus` counted the processes of this machine: the launcher's LOCAL_WORLD_SIZE.
+LOCAL_WORLD_SIZE_ARG = 'int(os.environ.get("LOCAL_WORLD_SIZE", 1))'
 _MASTER_ENV = {"MASTER_ADDR", "MASTER_PORT"}
 
 
