@@ -65,7 +65,9 @@ class SpawnedWorkers(Rule):
     What the parent did before the spawn (parse arguments, download a data set, create a
     folder) runs on every launched process once converted: a download there is reported
     by AM220, a file written there by AM517. A `--port` option the script no longer reads
-    is left declared.
+    is left declared. A worker that counts the GPUs itself (`batch_size //
+    torch.cuda.device_count()`) keeps that count, which is the launcher's only when it
+    starts one process per GPU.
 
     ## Example
     ```python
