@@ -1,0 +1,145 @@
+"""AM222: every process seeded alike draws the same noise in the training loop."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis import dotted_name
+from migrator.edits import insert_after
+from migrator.rule import Example, FixAvailability, Rule
+
+# Draws from torch's global generator (no `generator=` given).
+_DRAWS = {
+    "torch.randn", "torch.rand", "torch.randint", "torch.randn_like", "torch.rand_like", "torch.randint_like",
+    "torch.normal", "torch.bernoulli", "torch.multinomial", "torch.randperm",
+}
+_SEEDS = {"torch.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all"}
+_PER_PROCESS = ("rank", "process_index", "local_process_index")
+
+
+class SameNoiseOnEveryProcess(Rule):
+    """## What it does
+    In a script being migrated that seeds torch with a fixed value
+    (`torch.manual_seed(opt.manualSeed)`) and draws random tensors in its training loop
+    (`noise = torch.randn(batch_size, nz, 1, 1, device=device)`: a GAN's noise, a
+    diffusion model's timesteps), seeds the other processes apart right after prepare():
+
+    ```python
+    if not accelerator.is_main_process:
+        torch.manual_seed(opt.manualSeed + accelerator.process_index)
+    ```
+
+    ## Why is this bad?
+    Every process starts from the same seed, so every process draws the same noise at
+    every step: N processes train the generator on N copies of one batch of fakes, and
+    the batch that should grow N times does not. Seeding after prepare() keeps what must
+    agree agreed: the models are built (and prepare() copies process 0's weights to all)
+    and the data sets made before it, and the prepared loader agrees on its shuffle by
+    itself. The main process keeps its own stream, so one process runs exactly as before.
+
+    ## Example
+    ```python
+    torch.manual_seed(seed)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    for real in loader:
+        fake = generator(torch.randn(real.size(0), nz))
+    ```
+
+    Use instead:
+    ```python
+    torch.manual_seed(seed)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    if not accelerator.is_main_process:
+        torch.manual_seed(seed + accelerator.process_index)
+    for real in loader:
+        fake = generator(torch.randn(real.size(0), nz))
+    ```
+
+    ## Known limits
+    Only where the migration writes the prepare() itself, in the scope that seeds, and
+    the seed is a literal or a name (`args.seed`, `SEED`). Randomness from Python's
+    `random` or NumPy in the loop is not looked at.
+    """
+
+    code = "AM222"
+    name = "same-noise-on-every-process"
+    message = (
+        "`{seed}` seeds every process alike and the training loop draws `{draw}` from it: every process "
+        "draws the same noise; seed the other processes apart after prepare(){note}"
+    )
+    fix_title = "Seed the other processes apart after prepare()"
+    fix = FixAvailability.SOMETIMES
+    examples = (
+        Example(
+            before=(
+                "import torch\n\ntorch.manual_seed(0)\nmodel = torch.nn.Linear(4, 1).cuda()\n"
+                "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "for step in range(10):\n    x = torch.randn(8, 4).cuda()\n    loss = model(x).pow(2).mean()\n"
+                "    loss.backward()\n    optimizer.step()\n"
+            ),
+            after=(
+                "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n\n"
+                "torch.manual_seed(0)\nmodel = torch.nn.Linear(4, 1)\n"
+                "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "model, optimizer = accelerator.prepare(model, optimizer)\n"
+                "if not accelerator.is_main_process:\n    torch.manual_seed(0 + accelerator.process_index)\n"
+                "for step in range(10):\n    x = torch.randn(8, 4).to(accelerator.device)\n    loss = model(x).pow(2).mean()\n"
+                "    accelerator.backward(loss)\n    optimizer.step()\n"
+            ),
+            at=("3:1",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        if not analysis.migrating or analysis.plan is None:
+            return
+        draw = self._draw_in_training_loop()
+        if draw is None:
+            return
+        seeds = [c for c in analysis.facts.calls if (c.qualified or "") in _SEEDS and len(c.node.args) == 1]
+        if not seeds or any(_per_process(c.node.args[0].value) for c in seeds):
+            return
+        seed = seeds[-1]
+        value = seed.node.args[0].value
+        shown = cst.Module([]).code_for_node(seed.node)
+        plan = analysis.plan
+        why = None
+        if seed.scope is not plan.block.scope:
+            why = "the seed is set in another scope than the one that prepares"
+        elif not isinstance(value, (cst.Integer, cst.Name, cst.Attribute)):
+            why = "the seed is an expression; add `+ accelerator.process_index` to it after prepare() by hand"
+        elif analysis.order(seed.node) > analysis.order(plan.groups[-1].after):
+            why = "the seed is set after the objects are prepared"
+        if why is not None:
+            self.report(seed.node, seed=shown, draw=draw, note=f" (left as written: {why})")
+            return
+        after = plan.groups[-1].after
+        accelerator = analysis.accelerator_at(after) or analysis.accelerator
+        torch = cst.Module([]).code_for_node(seed.node.func)
+        code = cst.Module([]).code_for_node(value)
+        statement = cst.parse_statement(
+            f"if not {accelerator}.is_main_process:\n    {torch}({code} + {accelerator}.process_index)\n"
+        )
+        self.report(seed.node, edits=[insert_after(after, statement)], seed=shown, draw=draw, note="")
+
+    def _draw_in_training_loop(self) -> str | None:
+        """The first random draw from the global generator in a loop that also runs a backward."""
+        facts = self.analysis.facts
+        training = {id(loop) for c in facts.calls if _is_backward(c.node) for loop in c.loops}
+        for c in facts.calls:
+            if (c.qualified or "") not in _DRAWS or not any(id(loop) in training for loop in c.loops):
+                continue
+            if any(a.keyword is not None and a.keyword.value == "generator" for a in c.node.args):
+                continue
+            return f"{dotted_name(c.node.func) or c.qualified}(...)"
+        return None
+
+
+def _is_backward(call: cst.Call) -> bool:
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
+
+
+def _per_process(value: cst.BaseExpression) -> bool:
+    text = cst.Module([]).code_for_node(value)
+    return any(word in text for word in _PER_PROCESS)
