@@ -98,7 +98,7 @@ class SameNoiseOnEveryProcess(Rule):
         if draw is None:
             return
         seeds = [c for c in analysis.facts.calls if (c.qualified or "") in _SEEDS and len(c.node.args) == 1]
-        if not seeds or any(_per_process(c.node.args[0].value) for c in seeds):
+        if not seeds or any(self._per_process(c.node.args[0].value) for c in seeds):
             return
         seed = seeds[-1]
         value = seed.node.args[0].value
@@ -123,6 +123,20 @@ class SameNoiseOnEveryProcess(Rule):
         )
         self.report(seed.node, edits=[insert_after(after, statement)], seed=shown, draw=draw, note="")
 
+    def _per_process(self, value: cst.BaseExpression, depth: int = 3) -> bool:
+        """The seed already differs per process: it reads the rank, itself or through the
+        names it is computed from (`seed = args.global_seed * world_size + rank`)."""
+        text = cst.Module([]).code_for_node(value)
+        if any(word in text for word in _PER_PROCESS):
+            return True
+        if depth == 0:
+            return False
+        names = {n.value for n in _names(value)}
+        return any(
+            b.name in names and b.value is not None and self._per_process(b.value, depth - 1)
+            for b in self.analysis.facts.bindings
+        )
+
     def _draw_in_training_loop(self) -> str | None:
         """The first random draw from the global generator in a loop that also runs a backward."""
         facts = self.analysis.facts
@@ -140,6 +154,8 @@ def _is_backward(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
 
 
-def _per_process(value: cst.BaseExpression) -> bool:
-    text = cst.Module([]).code_for_node(value)
-    return any(word in text for word in _PER_PROCESS)
+def _names(node: cst.CSTNode):
+    if isinstance(node, cst.Name):
+        yield node
+    for child in node.children:
+        yield from _names(child)
