@@ -91,7 +91,7 @@ class TorchSaveCheckpoint(Rule):
         for save in saves(analysis):
             accelerator = analysis.accelerator_at(save.call)
             if accelerator is None:
-                self.report(save.call, wrapped=_wrapped(save), note=" (left as written: the Accelerator cannot be reached from here)")
+                self.report(save.call, wrapped=_wrapped(save), note=" (left as written: the Accelerator cannot be reached from here)" + self._clock(save))
             else:
                 found.append((save, accelerator))
         anchors = {id(s.anchor) for s, _ in found if s.anchor is not None}
@@ -111,7 +111,7 @@ class TorchSaveCheckpoint(Rule):
             edits += self._barriers_before_loads(group, {id(anchor)} if anchor is not None else set())
             fix = Fix(tuple(edits))
             for save, _ in group:
-                self.report(save.call, edits=fix, wrapped=_wrapped(save), note="")
+                self.report(save.call, edits=fix, wrapped=_wrapped(save), note=self._clock(save))
 
     def _edits(self, save: Save, accelerator: str) -> list[Edit]:
         """Small edits, so that the rewrites of other rules around them still apply in
@@ -135,6 +135,33 @@ class TorchSaveCheckpoint(Rule):
         test = cst.parse_expression(f"{accelerator}.is_main_process")
         guarded = cst.If(test=test, body=cst.IndentedBlock([inner]), leading_lines=opened.leading_lines)
         return [replace(opened, guarded)]
+
+    def _clock(self, save: Save) -> str:
+        """A note when the saved path is built from the clock (`time.strftime(...)`): each
+        process reads it at its own moment, so the name the main process writes is not
+        the one another process would read back."""
+        if len(save.call.args) < 2:
+            return ""
+        scope = self.analysis.scope_of(save.call)
+        values, names = [save.call.args[1].value], set()
+        for _ in range(3):  # through the names the path is built from: `save_path = "..." % timestr`
+            names |= {n.value for v in values for n in _names(v)}
+            values += [
+                b.value for b in self.analysis.facts.bindings
+                if b.name in names and b.value is not None and b.value not in values
+                and self.analysis.scope_of(b.statement) is scope
+            ]
+        reads_clock = any(
+            (self.analysis.imports.qualify(c.func) or "") in _CLOCKS
+            for v in values for c in _calls(v)
+        )
+        if not reads_clock:
+            return ""
+        return (
+            "; its path is built from the clock, which each process reads at its own moment: "
+            "a process reading the file back looks for a name nobody wrote (name it on the main "
+            "process and share it, or leave the time out)"
+        )
 
     def _main_only(self, node: cst.CSTNode) -> bool:
         branches = self.analysis.branches
@@ -184,6 +211,23 @@ class TorchSaveCheckpoint(Rule):
         previous = cst.Module([]).code_for_node(body[index - 1]).strip()
         return previous == f"{accelerator}.wait_for_everyone()"
 
+
+
+_CLOCKS = {"time.strftime", "time.time", "time.ctime", "datetime.datetime.now", "datetime.now", "datetime.datetime.today"}
+
+
+def _calls(node: cst.CSTNode):
+    if isinstance(node, cst.Call):
+        yield node
+    for child in node.children:
+        yield from _calls(child)
+
+
+def _names(node: cst.CSTNode):
+    if isinstance(node, cst.Name):
+        yield node
+    for child in node.children:
+        yield from _names(child)
 
 
 def _whole_model(save: Save) -> bool:

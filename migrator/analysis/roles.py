@@ -295,7 +295,9 @@ def _loops_through_training_calls(facts: Facts) -> list[str]:
 
 def _roles_through_calls(facts: Facts, roles: dict[str, Role]) -> None:
     """`train_epoch(train_dataloader, encoder, ...)` where `train_epoch`'s first parameter
-    is a loader: the name passed in is one too (one hop, positional and keyword)."""
+    is a loader: the name passed in is one too (one hop, positional and keyword). And the
+    other way: `save(model)` makes `net` of `def save(net)` a model, where nothing else
+    gave it a role."""
     for c in facts.calls:
         func = c.node.func
         defs = facts.functions.get(func.value, []) if isinstance(func, cst.Name) else []
@@ -307,6 +309,8 @@ def _roles_through_calls(facts: Facts, roles: dict[str, Role]) -> None:
             param = arg.keyword.value if arg.keyword is not None else (params[i] if i < len(params) and arg.star == "" else None)
             if name and param and name not in roles and roles.get(param) in (Role.DATALOADER, Role.MODEL):
                 roles[name] = roles[param]
+            elif name and param and param not in roles and roles.get(name) is Role.MODEL and param in params:
+                roles[param] = Role.MODEL
 
 
 def bindings_of(facts: Facts, name: str) -> list[Binding]:
