@@ -260,31 +260,44 @@ def migrate_verified(
     from migrator.verify import verify as verify_migration  # pyflakes loads only when needed
 
     problems = verify_migration(source, outcome.code)
-    hangs = any(f.code == "AM915" for f in outcome.findings)
-    if not hangs and not any(p.blocking for p in problems):
+    unsafe = any(f.code in _UNSAFE_TO_WRITE for f in outcome.findings)
+    if not unsafe and not any(p.blocking for p in problems):
         notes = tuple(_refusal(path, p) for p in problems)  # at the original's lines, like fixed findings
         return replace(outcome, findings=outcome.findings + notes) if notes else outcome
     lint = migrate_module(module, path, replace(config, fix=False), rules, source=source)
     kept = tuple(replace(f, fixable=False, unsafe_fix=False) for f in lint.findings)
-    refusals = tuple(_refusal(path, p) for p in [*problems, *_uneven_steps(lint)] if p.blocking)
+    refusals = tuple(_refusal(path, p) for p in [*problems, *_unsafe_to_write(lint)] if p.blocking)
     return EngineOutcome(module, kept + refusals, code=source)
 
 
-def _uneven_steps(lint: EngineOutcome) -> list:
+# Findings of the rules that make any migration of the file wrong: it is not written.
+_UNSAFE_TO_WRITE = {"AM915", "AM224"}
+
+
+def _unsafe_to_write(lint: EngineOutcome) -> list:
     """A migration whose backward would run a number of times each process decides (AM915)
-    hangs on N processes, so it is not written: one AM956 reason per loop AM915 names in
-    the original."""
+    hangs on N processes; one whose step computes its loss with the module's own forward
+    (AM224) trains unsynchronised copies. Neither is written: one reason per finding."""
     from migrator.verify.pair import Problem
 
-    return [
-        Problem(
-            "AM956", f.start.line, f.start.col,
+    reasons = {
+        "AM915": (
+            "AM956",
             "left as written: the backward pass would run a number of times each process decides for "
             "itself, so on N processes the gradient all-reduce would hang (AM915 shows the loop); make "
             "the step count the same on every process, then migrate",
-        )
+        ),
+        "AM224": (
+            "AM951",
+            "left as written: the training step computes its loss with the module's own forward, which "
+            "the prepared (DDP) wrapper never sees, so N processes would train N unsynchronised copies "
+            "(AM224 shows the call); call the prepared module from outside, then migrate",
+        ),
+    }
+    return [
+        Problem(reasons[f.code][0], f.start.line, f.start.col, reasons[f.code][1])
         for f in lint.findings
-        if f.code == "AM915"
+        if f.code in reasons
     ]
 
 

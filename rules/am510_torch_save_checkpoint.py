@@ -63,7 +63,10 @@ class TorchSaveCheckpoint(Rule):
 
     code = "AM510"
     name = "torch-save-checkpoint"
-    message = "`torch.save` writes from every process{wrapped}; save once with accelerator.save after wait_for_everyone(){note}"
+    message = (
+        "`torch.save` writes from every process{wrapped}; save once with accelerator.save after wait_for_everyone() "
+        "(and wait again before another process loads the file){note}"
+    )
     fix_title = "Use accelerator.save, unwrap the model, wait for everyone first"
     fix = FixAvailability.SOMETIMES
     examples = (

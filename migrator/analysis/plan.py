@@ -154,7 +154,7 @@ def make_plan(
         # `def train(loader, encoder, decoder, ...)`: the objects arrive as parameters
         if name not in latest and roles.of(name) in (Role.MODEL, Role.DATALOADER):
             latest[name] = _Candidate(name, roles.of(name), -1, None)
-    _follow_aliases(facts, block, latest, owners)
+    _follow_aliases(facts, block, latest, owners, parent)
     chosen: list[_Candidate] = []
     left_out: list[tuple[str, str]] = []
     for cand in latest.values():
@@ -183,20 +183,27 @@ def make_plan(
     return PreparePlan(block, groups, tuple(left_out))
 
 
-def _follow_aliases(facts: Facts, block: Block, latest: dict[str, _Candidate], owners: set[str]) -> None:
-    """`self.model = model.to(gpu_id)` (or `= DDP(model.to(gpu_id), ...)`) in the block:
-    `self.model` is what trains from here on, so it is prepared in place of the parameter
-    `model` it was bound from (and it owns what `model` owned)."""
+def _follow_aliases(facts: Facts, block: Block, latest: dict[str, _Candidate], owners: set[str], parent) -> None:
+    """`self.model = model.to(gpu_id)` (or `= DDP(model.to(gpu_id), ...)`, or plainly
+    `= model`) in the block: `self.model` is what trains from here on, so it is prepared
+    in place of the parameter `model` it was bound from (and it owns what `model` owned).
+    Preparing the parameter would leave `self.model` the unwrapped object."""
     from migrator.analysis.roles import peel_moves
 
     for b in facts.bindings:
-        if b.scope is not block.scope or b.element is not None or b.name not in latest:
+        if b.scope is not block.scope or b.element is not None:
             continue
         source = dotted_name(peel_moves(_wrapped_module(facts, b.value))) if b.value is not None else None
-        if source and source != b.name and source in latest and latest[source].binding is None:
-            if source in owners:
-                owners.add(b.name)
-            del latest[source]
+        if not source or source == b.name or source not in latest or latest[source].binding is not None:
+            continue
+        if b.name not in latest:
+            index = block.index_of(b.statement, parent) if b.name.startswith("self.") else None
+            if index is None:
+                continue
+            latest[b.name] = _Candidate(b.name, latest[source].role, index, b)
+        if source in owners:
+            owners.add(b.name)
+        del latest[source]
 
 
 def _wrapped_module(facts: Facts, value: cst.BaseExpression) -> cst.BaseExpression:
