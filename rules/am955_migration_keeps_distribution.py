@@ -12,9 +12,10 @@ class MigrationKeepsDistribution(Rule):
     with another engine (Horovod, DeepSpeed, apex, FSDP, fairscale, MPI), or when the
     migration would leave part of the hand-made distribution running beside the
     Accelerator: a `DistributedDataParallel` or `DataParallel` wrap, a
-    `DistributedSampler`, `init_process_group`, `convert_sync_batchnorm`, collectives
-    called by hand (`dist.all_reduce(...)`, a meter's `all_reduce()`), or one object
-    prepared under two names.
+    `DistributedSampler`, `init_process_group`, collectives called by hand
+    (`dist.all_reduce(...)`, a meter's `all_reduce()`), or one object prepared under two
+    names. (`nn.SyncBatchNorm.convert_sync_batchnorm(model)` is kept: SyncBatchNorm works
+    under the DDP wrap prepare() makes, and the Accelerator does not convert BatchNorm.)
 
     ## Why is this bad?
     Two engines do the work twice: gradients all-reduced by DDP and again by hand, data

@@ -24,8 +24,10 @@ _ENGINES = {
     "colossalai": "ColossalAI", "megatron": "Megatron", "torch.distributed.fsdp": "FSDP",
     "torch.distributed.tensor": "tensor parallelism", "mpi4py": "MPI",
 }
+# (`convert_sync_batchnorm` is not one: SyncBatchNorm works under the DDP wrap prepare()
+# makes, and the Accelerator does not convert BatchNorm itself, so it stays.)
 _WRAPS = {"DistributedDataParallel", "DataParallel", "data_parallel", "DistributedSampler", "init_process_group",
-          "convert_sync_batchnorm", "FullyShardedDataParallel", "fully_shard"}
+          "FullyShardedDataParallel", "fully_shard"}
 # A project's own set-up helper (`utils.init_distributed_mode(args)`, `setup_for_distributed`).
 _SETUP_HELPER = re.compile(r"^(init|setup)_?(dist|distributed|ddp)(_mode)?$|^setup_for_distributed$")
 _COLLECTIVES = ("all_reduce", "allreduce", "all_gather", "allgather", "reduce_scatter", "broadcast", "all_to_all")
