@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.walk import descendants
 from migrator.edits import insert_after
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -131,7 +132,7 @@ class SameNoiseOnEveryProcess(Rule):
             return True
         if depth == 0:
             return False
-        names = {n.value for n in _names(value)}
+        names = {n.value for n in descendants(value) if isinstance(n, cst.Name)}
         return any(
             b.name in names and b.value is not None and self._per_process(b.value, depth - 1)
             for b in self.analysis.facts.bindings
@@ -152,10 +153,3 @@ class SameNoiseOnEveryProcess(Rule):
 
 def _is_backward(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
-
-
-def _names(node: cst.CSTNode):
-    if isinstance(node, cst.Name):
-        yield node
-    for child in node.children:
-        yield from _names(child)

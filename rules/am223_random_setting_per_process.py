@@ -7,6 +7,7 @@ import re
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.walk import descendants
 from migrator.rule import Example, Rule
 
 # Draws from Python's or NumPy's global generator.
@@ -95,7 +96,7 @@ class RandomSettingPerProcess(Rule):
         analysis = self.analysis
         names: set[str] = set()
         for b in analysis.facts.bindings:
-            if b.value is not None and _contains(b.value, draw.node) and b.scope is draw.scope:
+            if b.value is not None and any(n is draw.node for n in descendants(b.value)) and b.scope is draw.scope:
                 if "." in b.name:
                     return b.name
                 names.add(b.name)
@@ -116,13 +117,5 @@ class RandomSettingPerProcess(Rule):
         return None
 
 
-def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
-    if tree is node:
-        return True
-    return any(_contains(child, node) for child in tree.children)
-
-
 def _mentions(tree: cst.CSTNode, name: str) -> bool:
-    if isinstance(tree, cst.Name) and tree.value == name:
-        return True
-    return any(_mentions(child, name) for child in tree.children)
+    return any(isinstance(n, cst.Name) and n.value == name for n in descendants(tree))

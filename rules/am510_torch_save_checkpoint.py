@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis.saving import Save, barrier_anchor, optimizers_in, paired_loads, saves
+from migrator.analysis.walk import descendants
 from migrator.edits import Edit, Fix, insert_before, replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -148,7 +149,7 @@ class TorchSaveCheckpoint(Rule):
         scope = self.analysis.scope_of(save.call)
         values, names = [save.call.args[1].value], set()
         for _ in range(3):  # through the names the path is built from: `save_path = "..." % timestr`
-            names |= {n.value for v in values for n in _names(v)}
+            names |= {n.value for v in values for n in descendants(v) if isinstance(n, cst.Name)}
             values += [
                 b.value for b in self.analysis.facts.bindings
                 if b.name in names and b.value is not None and b.value not in values
@@ -156,7 +157,7 @@ class TorchSaveCheckpoint(Rule):
             ]
         reads_clock = any(
             (self.analysis.imports.qualify(c.func) or "") in _CLOCKS
-            for v in values for c in _calls(v)
+            for v in values for c in descendants(v) if isinstance(c, cst.Call)
         )
         if not reads_clock:
             return ""
@@ -217,20 +218,6 @@ class TorchSaveCheckpoint(Rule):
 
 
 _CLOCKS = {"time.strftime", "time.time", "time.ctime", "datetime.datetime.now", "datetime.now", "datetime.datetime.today"}
-
-
-def _calls(node: cst.CSTNode):
-    if isinstance(node, cst.Call):
-        yield node
-    for child in node.children:
-        yield from _calls(child)
-
-
-def _names(node: cst.CSTNode):
-    if isinstance(node, cst.Name):
-        yield node
-    for child in node.children:
-        yield from _names(child)
 
 
 def _whole_model(save: Save) -> bool:

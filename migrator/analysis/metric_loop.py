@@ -13,7 +13,7 @@ from migrator.analysis.collect import Facts, LoopFact
 from migrator.analysis.losses import loss_modules, loss_reduction
 from migrator.analysis.names import dotted_name
 from migrator.analysis.roles import Role, RoleTable
-from migrator.analysis.walk import walk
+from migrator.analysis.walk import descendants, walk
 
 COLLECTORS = {"append", "extend", "update", "add", "add_batch", "add_batches"}
 
@@ -156,7 +156,7 @@ class EvalLoop:
             return None
         if self.roles.of(dotted_name(bound[1].func)) is not Role.MODEL:
             return None
-        for n in _walk(node):
+        for n in descendants(node):
             if (
                 isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "item"
                 and isinstance(n.func.value, cst.Name) and n.func.value.value == name
@@ -197,9 +197,3 @@ def enumerate_index(loop: cst.For) -> str:
         if isinstance(loop.target, cst.Tuple) and loop.target.elements:
             return dotted_name(loop.target.elements[0].value) or ""
     return ""
-
-
-def _walk(node: cst.CSTNode):
-    yield node
-    for child in node.children:
-        yield from _walk(child)
