@@ -193,7 +193,8 @@ def _evaluation_needs(analysis: "ScriptAnalysis", function: cst.FunctionDef) -> 
         needs.append(
             Need(
                 gather.anchor,
-                f"collects {shown}{more} from this process's share of the data only",
+                f"collects {shown}{more} batch by batch: once its loader is prepared, that is this "
+                "process's share of the data only",
                 "`accelerator.gather_for_metrics(...)` on the predictions and targets first",
             )
         )
