@@ -120,7 +120,7 @@ def migrate_paths(
     if on_total is not None:
         on_total(len(planned))
     items = [_look_up(item, store, write=write and not output) if isinstance(item, _File) else item for item in planned]
-    _with_models_of_other_files([item for item in items if isinstance(item, _File)], store, write=write and not output)
+    _with_facts_of_other_files([item for item in items if isinstance(item, _File)], store, write=write and not output)
     _as_one_program([item for item in items if isinstance(item, _File)], store)
     tasks = [item.task for item in items if isinstance(item, _File) and item.task is not None]
     if jobs > 1 and len(tasks) > 1:
@@ -140,12 +140,17 @@ def migrate_paths(
         yield result
 
 
-def _with_models_of_other_files(items: list[_File], store: Cache | None, *, write: bool) -> None:
-    """A file that builds a model class of another file of the run whose parameters get
-    no gradient (project/unused.py) is migrated knowing it: its settings, and so its
-    cache key and task, are made again with `project_unused`."""
+def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write: bool) -> None:
+    """Facts one file of the run gives another, each read once for the whole run: a model
+    class of another file whose parameters get no gradient (project/unused.py:
+    `project_unused`), and another file's distribution helpers (`utils.init_distributed_mode
+    (args)`, `utils.get_rank()`: project/dist_helpers.py: `project_distribution`). A file
+    that learns one is migrated knowing it: its settings, and so its cache key and task,
+    are made again."""
     readable = [i for i in items if i.source is not None and not notebook.is_notebook(i.path)]
-    if len(readable) < 2 or not any(b"transformers" in i.source.data for i in readable):
+    marks = {"project_unused": b"transformers", "project_distribution": b"init_process_group"}
+    wanted = [f for f, mark in marks.items() if any(mark in i.source.data for i in readable)]
+    if len(readable) < 2 or not wanted:
         return
     from migrator import project
 
@@ -153,10 +158,13 @@ def _with_models_of_other_files(items: list[_File], store: Cache | None, *, writ
     involved = project.linked(sources)
     if len(involved) < 2:
         return
-    found = project.unused_models(sources, project.index({p: sources[p] for p in involved}))
+    files = project.index({p: sources[p] for p in involved})
+    readers = {"project_unused": project.unused_models, "project_distribution": project.distribution_calls}
+    found = {f: readers[f](sources, files) for f in wanted}
     for item in readable:
-        if item.path in found:
-            item.config = replace(item.config, project_unused=found[item.path])
+        learned = {f: found[f][item.path] for f in wanted if item.path in found[f]}
+        if learned:
+            item.config = replace(item.config, **learned)
             item.result, item.task = None, None
             looked = _look_up(item, store, write=write)
             if isinstance(looked, FileResult):  # the file could not be read again
@@ -189,12 +197,12 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
 
     def migrate(
         path: str, calls: tuple[str, ...], stub: str, stepped: tuple[str, ...], loaders: tuple = (), states: tuple = (),
-        fix: bool = True,
+        plain: tuple[str, ...] = (), fix: bool = True,
     ) -> FileResult:
         item = by_path[path]
         config = replace(
             item.config, project_calls=calls, project_callers=stub, project_stepped=stepped, project_loaders=loaders,
-            project_states=states, fix=fix,
+            project_states=states, project_plain=plain, fix=fix,
         )
         return _cached(store, item, config, lambda: _migrate_in_project(item, config, stub))
 

@@ -54,7 +54,10 @@ class Config:
     project_stepped: tuple[str, ...] = ()  # schedulers those functions step per batch
     project_loaders: tuple[tuple[str, tuple[int, ...]], ...] = ()  # calls returning DataLoaders: positions (-1: the value)
     project_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = ()  # calls that save/load a model's state: positions, names
+    project_plain: tuple[str, ...] = ()  # calls of functions migrated with this file that need no Accelerator
     project_unused: tuple[tuple[str, str], ...] = ()  # model classes with unused parameters: call -> what (project/unused.py)
+    # calls of distribution helpers of other files: (spelling, kind, attributes, print helper) (project/dist_helpers.py)
+    project_distribution: tuple[tuple[str, str, tuple[tuple[str, str], ...], str], ...] = ()
 
     def for_file(self, path: str) -> Config:
         """This config with the codes `per_file_ignores` lists for `path` added to `ignore`."""

@@ -93,6 +93,7 @@ def _run_rules(
     analysis = analyze(
         wrapper, batch_stepped=frozenset(config.project_stepped), loader_calls=dict(config.project_loaders),
         unused_models=dict(config.project_unused),
+        distribution_helpers={spelling: rest for spelling, *rest in config.project_distribution},
     )
     ctx = RuleContext(config, path)
     _dispatch(analysis, [rule(analysis, ctx) for rule in rules])

@@ -49,6 +49,7 @@ class Example:
     # Accelerator into (Config.project_calls, set by migrator/project/).
     project_calls: tuple[str, ...] = ()
     project_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = ()  # Config.project_states
+    project_distribution: tuple = ()  # Config.project_distribution
 
 
 @dataclass(frozen=True)

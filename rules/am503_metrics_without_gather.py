@@ -149,6 +149,9 @@ class MetricsWithoutGather(Rule):
         analysis = self.analysis
         if accelerator_method(call, analysis.accelerator_names) in _GATHERS:
             return True
+        reducers = {spelling for spelling, kind, *_ in self.ctx.config.project_distribution if kind == "reduced"}
+        if dotted_name(call.func) in reducers:
+            return True  # another file's helper all-reduces it (project/dist_helpers.py)
         qualified = analysis.imports.qualify(call.func) or ""
         return qualified.rsplit(".", 1)[-1] in {"all_reduce", "all_gather", "gather", "reduce", "gather_object"} and (
             qualified.startswith(("torch.distributed", "accelerate"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.walk import descendants
 from migrator.edits import Fix, ImportChange, insert_after
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -142,7 +143,7 @@ class PerProcessSumOverDataset(Rule):
             else:
                 continue
             total = dotted_name(left)
-            if total not in sums or self._reduced_before(loop, total, division):
+            if total not in sums or self._reduced_before(loop, total, division) or self._adds_reduced(sums[total]):
                 continue
             if _dataset_size_of(right) == loader:
                 found.setdefault(total, []).append((division, left, "sum"))
@@ -198,6 +199,15 @@ class PerProcessSumOverDataset(Rule):
                 f'device={accelerator}.device), reduction="{reduction}").item()\n'
             )
         return (cst.parse_statement(code), imports), ""
+
+    def _adds_reduced(self, addends: list[cst.BaseExpression]) -> bool:
+        """`total += utils.reduce_mean(loss.detach()).item()`: each addend is already the
+        value over every process (another file's helper all-reduces it: project/dist_helpers.py)."""
+        reduced = {spelling for spelling, kind, *_ in self.ctx.config.project_distribution if kind == "reduced"}
+        if not reduced:
+            return False
+        calls = [n for a in addends if a is not None for n in descendants(a) if isinstance(n, cst.Call)]
+        return any(dotted_name(c.func) in reduced for c in calls)
 
     def _reduced_before(self, loop, total: str, division: cst.CSTNode) -> bool:
         """`total = accelerator.reduce(...)` (or a gather) between the loop and `division`:

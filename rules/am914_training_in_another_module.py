@@ -109,7 +109,7 @@ class TrainingInAnotherModule(Rule):
         if self.ctx.config.project_calls:
             self._pass_accelerator(set(self.ctx.config.project_calls))
         analysis = self.analysis
-        seen: set[str] = set(self.ctx.config.project_calls)
+        seen: set[str] = set(self.ctx.config.project_calls) | set(self.ctx.config.project_plain)
         for c in analysis.facts.calls:
             qualified = c.qualified or ""
             module, _, function = qualified.rpartition(".")

@@ -201,13 +201,15 @@ class ScriptAnalysis:
 def analyze(
     wrapper: MetadataWrapper, *, batch_stepped: frozenset[str] = frozenset(),
     loader_calls: dict[str, tuple[int, ...]] | None = None, unused_models: dict[str, str] | None = None,
+    distribution_helpers: dict[str, list] | None = None,
 ) -> ScriptAnalysis:
     """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy).
     `batch_stepped`: schedulers handed to a function of another file of the run that steps
     them per batch (migrator/project/), so they are prepared; `loader_calls`: calls of
     functions of other files of the run that return DataLoaders (roles.assign_roles);
     `unused_models`: model classes of other files of the run whose parameters get no
-    gradient (analysis.ddp_options)."""
+    gradient (analysis.ddp_options); `distribution_helpers`: calls of other files' distribution
+    helpers → [kind, attributes, print helper] (migrator/project/dist_helpers.py)."""
     module = wrapper.module
     tables = node_tables(module)
     parents, by_type = tables.parents, tables.by_type
@@ -241,7 +243,7 @@ def analyze(
     branches = ProcessBranches(facts, acc_names, parent, bool(prepare_calls), worker_ranks)
     patterns = find_patterns(
         module, facts, roles, loops_with_backward, frozenset(prepared), parent, branches.audience_of_test,
-        frozenset(droppable), block.scope if block is not None else None, unused_models,
+        frozenset(droppable), block.scope if block is not None else None, unused_models, distribution_helpers,
     )
     setup = None
     if block is not None and not acc_names:

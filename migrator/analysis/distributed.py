@@ -10,7 +10,7 @@ removal.py). Nothing here edits the tree.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 import libcst as cst
 
@@ -49,6 +49,11 @@ PLUMBING = {
     "torch.distributed.get_world_size": "num_processes",
 }
 ACCELERATOR_PLUMBING = {"local_process_index", "process_index", "num_processes"}
+# Another file's helper (project/dist_helpers.py) of this kind → the Accelerator property it reads.
+HELPER_PROPERTIES = {
+    "process_index": "process_index", "num_processes": "num_processes",
+    "local_process_index": "local_process_index", "is_main_process": "is_main_process",
+}
 # Imports that hand-made distribution needed and the migrated script may not.
 _CLEANED_MODULES = (
     "torch.distributed", "torch.nn.parallel", "torch.utils.data.distributed", "torch.multiprocessing",
@@ -113,6 +118,20 @@ class RankTest:
 
 
 @dataclass(frozen=True, eq=False)
+class HelperCall:
+    """A statement calling another file's distribution helper (project/dist_helpers.py):
+    `utils.init_distributed_mode(args)` ("setup": `attributes` it sets on its argument,
+    with their meanings, and the helper it calls to silence print on the other
+    processes) or `utils.save_on_master(...)`."""
+
+    call: cst.Call
+    statement: cst.Expr
+    kind: str
+    attributes: tuple[tuple[str, str], ...] = ()
+    prints: str = ""
+
+
+@dataclass(frozen=True, eq=False)
 class AllReduce:
     call: cst.Call
     statement: cst.BaseSmallStatement | None
@@ -137,6 +156,7 @@ class DistributionFacts:
     destroy_helpers: dict[int, tuple[cst.FunctionDef, list]] = field(default_factory=dict)
     barriers: tuple[cst.Call, ...] = ()
     all_reduces: tuple[AllReduce, ...] = ()
+    helper_calls: tuple[HelperCall, ...] = ()  # calls of another file's set-up helper or save_on_master
     plumbing: tuple[Plumbing, ...] = ()
     # `f"cuda:{local_rank}"` given to torch.load's map_location (directly or through a name
     # read only there): this process's device, spelled by hand
@@ -166,8 +186,12 @@ def _statement(node: cst.CSTNode, parent: Parent) -> cst.BaseSmallStatement | No
 
 
 class _Builder:
-    def __init__(self, module: cst.Module, facts: Facts, roles: RoleTable, parent: Parent, rank_audience) -> None:
+    def __init__(
+        self, module: cst.Module, facts: Facts, roles: RoleTable, parent: Parent, rank_audience,
+        helpers: Mapping[str, list] | None = None,
+    ) -> None:
         self.module = module
+        self.helpers = dict(helpers or {})  # `utils.get_rank` → [kind, attributes, print helper]
         self.facts = facts
         self.roles = roles
         self.parent = parent
@@ -297,7 +321,8 @@ class _Builder:
                 blockers.append(use)
             if replacement is None and not blockers:
                 self.companions[id(small)] = [sampler_arg_edit(a) for a in args]
-                group = [small, *set_epochs, *self._none_bindings(b.name, b.scope)]
+                shuffle = args[0].shuffle if args and len({a.shuffle for a in args}) == 1 else None
+                group = [small, *set_epochs, *self._none_bindings(b.name, b.scope, shuffle)]
                 self.boilerplate.extend(group)
                 self.together.append(group)
             found.append(Sampler(b.name, b, small, replacement, tuple(args), tuple(set_epochs), tuple(blockers)))
@@ -309,11 +334,24 @@ class _Builder:
                     inline.append(self.sampler_arg(loader, arg, c.node))  # type: ignore[arg-type]
         return found, inline
 
-    def _none_bindings(self, name: str, scope) -> list[cst.BaseSmallStatement]:
-        """`train_sampler = None` (the single-process branch): goes with the sampler."""
+    def _none_bindings(self, name: str, scope, shuffle: str = "True") -> list[cst.BaseSmallStatement]:
+        """`train_sampler = None` (the single-process branch), or the plain sampler that
+        branch builds (`RandomSampler(dataset)` where the DistributedSampler shuffles,
+        `SequentialSampler(dataset)` where it does not): goes with the sampler, since the
+        loader's `shuffle=` says the same."""
+        plain = {"True": "RandomSampler", "False": "SequentialSampler"}.get(shuffle)
         out = []
         for b in self.facts.bindings:
-            if b.name == name and b.scope is scope and isinstance(b.value, cst.Name) and b.value.value == "None":
+            if b.name != name or b.scope is not scope:
+                continue
+            value = b.value
+            none = isinstance(value, cst.Name) and value.value == "None"
+            built = (
+                isinstance(value, cst.Call) and plain is not None and len(value.args) == 1
+                and (self.facts.imports.qualify(value.func) or "").startswith("torch.utils.data")
+                and (self.facts.imports.qualify(value.func) or "").endswith("." + plain)
+            )
+            if none or built:
                 small = _statement(b.target, self.parent)
                 if isinstance(small, cst.Assign) and len(small.targets) == 1:
                     out.append(small)
@@ -404,6 +442,9 @@ class _Builder:
         qualified = self.qualified.get(id(call), "")
         if qualified in PLUMBING:
             return call, PLUMBING[qualified]
+        helper = self.helpers.get(dotted_name(call.func) or "")
+        if helper is not None and helper[0] in HELPER_PROPERTIES and not call.args:
+            return call, HELPER_PROPERTIES[helper[0]]
         if dotted_name(call.func) == "int" and len(call.args) == 1:
             env = _env_name(call.args[0].value)
             if env in PLUMBING:
@@ -422,7 +463,18 @@ class _Builder:
             return None
         binding = next((b for b in self.facts.bindings if b.target is small.targets[0].target), None)
         scope = binding.scope if binding is not None and "." not in name else None
+        if "." in name and self._handed_whole(name.split(".")[0]):
+            return None  # `args.rank = ...`, then `train(args)`: the callee may read it
         return None if [n for n in self.loads_of(name, scope) if not self._going(n)] else small
+
+    def _handed_whole(self, root: str) -> bool:
+        """`root` read as itself, not through an attribute (`train(args)`, `vars(args)`)."""
+        for load in self.facts.loads:
+            if load.name == root and isinstance(load.node, cst.Name):
+                up = self.parent(load.node)
+                if not (isinstance(up, cst.Attribute) and up.value is load.node):
+                    return True
+        return False
 
     def _going(self, node: cst.CSTNode) -> bool:
         current: cst.CSTNode | None = node
@@ -431,6 +483,22 @@ class _Builder:
                 return True
             current = self.parent(current)
         return False
+
+    def helper_calls(self) -> list[HelperCall]:
+        """Statements calling another file's set-up helper or `save_on_master(...)`."""
+        out = []
+        for c in self.facts.calls:
+            helper = self.helpers.get(dotted_name(c.node.func) or "")
+            statement = _expr_statement(c.node, self.parent)
+            if helper is None or helper[0] not in ("setup", "save_on_master") or statement is None:
+                continue
+            holder = dotted_name(c.node.args[0].value) if len(c.node.args) == 1 else None
+            attributes = tuple(
+                (attribute, meaning) for attribute, meaning, elsewhere in helper[1]
+                if elsewhere or holder is None or any(not self._going(n) for n in self.loads_of(f"{holder}.{attribute}"))
+            )
+            out.append(HelperCall(c.node, statement, helper[0], attributes, helper[2]))
+        return out
 
     def rank_tests(self) -> list[RankTest]:
         """Outermost main-process tests, in document order (read from the node index,
@@ -747,11 +815,13 @@ def _read_only_as_map_location(facts: Facts, node: cst.CSTNode, parent: Parent) 
 
 
 def distribution_facts(
-    module: cst.Module, facts: Facts, roles: RoleTable, parent: Parent, rank_audience, vanishing: frozenset[int] = frozenset()
+    module: cst.Module, facts: Facts, roles: RoleTable, parent: Parent, rank_audience, vanishing: frozenset[int] = frozenset(),
+    helpers: Mapping[str, list] | None = None,
 ) -> DistributionFacts:
     """Everything hand-made distribution in one module. `vanishing` holds ids of nodes
-    other steps remove (device moves prepare() makes redundant)."""
-    b = _Builder(module, facts, roles, parent, rank_audience)
+    other steps remove (device moves prepare() makes redundant); `helpers` are the calls
+    of other files' distribution helpers (project/dist_helpers.py)."""
+    b = _Builder(module, facts, roles, parent, rank_audience, helpers)
     b.vanishing |= vanishing
     wraps = b.wraps()
     wrapped = {dotted_name(w.inner) for w in wraps} | {
@@ -797,6 +867,7 @@ def distribution_facts(
     workers = [(s.worker, s.world) for s in converting if s.world] + [(w.worker, w.world) for w in launched if w.world]
     given = {id(a.value) for w in launched for a in w.call.args}
     plumbing = b.plumbing(workers, given)
+    helper_calls = b.helper_calls()
     cleanup = tuple(
         change
         for local, qualified in sorted(facts.imports.aliases.items())
@@ -828,6 +899,7 @@ def distribution_facts(
         destroy_helpers=destroy_helpers(facts, destroys, parent),
         barriers=tuple(b.calls(BARRIERS)),
         all_reduces=tuple(b.all_reduces()),
+        helper_calls=tuple(helper_calls),
         plumbing=tuple(plumbing),
         device_strings=tuple(device_strings),
         rank_tests=tuple(rank_tests),

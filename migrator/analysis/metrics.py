@@ -93,7 +93,11 @@ def _subscripted_roots(loop: EvalLoop, statements: list[cst.BaseSmallStatement])
     return out
 
 
-def metrics_gathers(facts: Facts, roles: RoleTable, backward_loops: set[int], prepared: frozenset[str], parent) -> tuple[MetricsGather, ...]:
+def metrics_gathers(
+    facts: Facts, roles: RoleTable, backward_loops: set[int], prepared: frozenset[str], parent,
+    reducers: frozenset[str] = frozenset(),
+) -> tuple[MetricsGather, ...]:
+    """`reducers`: other files' helpers that all-reduce what they are given (`utils.reduce_sum`)."""
     out = []
     for fact in facts.loops:
         name = fact.iter_name
@@ -102,7 +106,7 @@ def metrics_gathers(facts: Facts, roles: RoleTable, backward_loops: set[int], pr
         if not _sharded(name, fact, facts, prepared) or _already_gathered(fact.node):
             continue
         found = _gather(fact, facts, roles, parent)
-        if found is not None and not _aggregated_later(found, fact, facts):
+        if found is not None and not _aggregated_later(found, fact, facts, reducers):
             out.append(found)
     return tuple(out)
 
@@ -227,9 +231,10 @@ def _scalar_read(value: cst.CSTNode, loop: EvalLoop) -> str | None:
     return f"`{found}` is one number per process; reduce it with `accelerator.reduce` first" if found else None
 
 
-def _aggregated_later(found: MetricsGather, fact: LoopFact, facts: Facts) -> bool:
+def _aggregated_later(found: MetricsGather, fact: LoopFact, facts: Facts, reducers: frozenset[str] = frozenset()) -> bool:
     """The script already combines the counts across processes itself
-    (`dist.all_reduce(correct)` after the loop): gathering too would count N times."""
+    (`dist.all_reduce(correct)` after the loop, or a helper of another file that does,
+    `utils.reduce_sum(correct)`): gathering too would count N times."""
     accumulators = set()
     for small in found.statements:
         if isinstance(small, cst.AugAssign):
@@ -238,9 +243,10 @@ def _aggregated_later(found: MetricsGather, fact: LoopFact, facts: Facts) -> boo
             accumulators.add(dotted_name(small.value.func.value))  # type: ignore[attr-defined]
     for c in facts.calls:
         func = c.node.func
-        if c.scope is not fact.scope or fact.node in c.loops or not isinstance(func, cst.Attribute):
+        if c.scope is not fact.scope or fact.node in c.loops or not isinstance(func, (cst.Attribute, cst.Name)):
             continue
-        if func.attr.value in _GATHERS and any(dotted_name(a.value) in accumulators for a in c.node.args):
+        gathers = dotted_name(func) in reducers or isinstance(func, cst.Attribute) and func.attr.value in _GATHERS
+        if gathers and any(dotted_name(a.value) in accumulators for a in c.node.args):
             return True
     return False
 

@@ -52,11 +52,13 @@ def find_patterns(
     vanishing: frozenset[int] = frozenset(),
     training_scope: cst.CSTNode | None = None,
     models: Mapping[str, str] | None = None,
+    helpers: Mapping[str, list] | None = None,
 ) -> Patterns:
     """`rank_audience(expr)` says whether a test holds on the main process only (the
     lint's analysis.branches answers it); `vanishing` are ids of nodes other steps remove
     (device moves that prepare() makes redundant); `models` are model classes of other
-    files of the run whose parameters get no gradient (ddp_options.py)."""
+    files of the run whose parameters get no gradient (ddp_options.py); `helpers` the calls of
+    other files' distribution helpers (distributed.py)."""
     precision = precision_facts(facts, parent)
     accs = accumulations(facts, roles, backward_loops, prepared)
     devices = device_choices(facts, [v.binding for v in device_variables(facts)], parent)
@@ -72,8 +74,11 @@ def find_patterns(
     return Patterns(
         precision=precision,
         accumulations=accs,
-        distribution=distribution_facts(module, facts, roles, parent, rank_audience, vanishing),
-        metrics=metrics_gathers(facts, roles, backward_loops, prepared, parent),
+        distribution=distribution_facts(module, facts, roles, parent, rank_audience, vanishing, helpers),
+        metrics=metrics_gathers(
+            facts, roles, backward_loops, prepared, parent,
+            frozenset(s for s, (kind, *_) in (helpers or {}).items() if kind == "reduced"),
+        ),
         options=options,
         devices=devices,
         cpu_problem=cpu_problem,

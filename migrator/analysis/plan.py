@@ -155,6 +155,7 @@ def make_plan(
         if name not in latest and roles.of(name) in (Role.MODEL, Role.DATALOADER):
             latest[name] = _Candidate(name, roles.of(name), -1, None)
     _follow_aliases(facts, block, latest, owners, parent)
+    _prefer_wrapped_over_raw(facts, block, latest, owners)
     chosen: list[_Candidate] = []
     left_out: list[tuple[str, str]] = []
     for cand in latest.values():
@@ -204,6 +205,23 @@ def _follow_aliases(facts: Facts, block: Block, latest: dict[str, _Candidate], o
         if source in owners:
             owners.add(b.name)
         del latest[source]
+
+
+def _prefer_wrapped_over_raw(facts: Facts, block: Block, latest: dict[str, _Candidate], owners: set[str]) -> None:
+    """`model_without_ddp = model` ... `model = DDP(model)`; `model_without_ddp =
+    model.module`: the optimizer reads the raw alias, but `model` is what trains (and what
+    the hand-made wrap wrapped). The two name one module, so `model` is prepared in its
+    place; the alias stays the plain module (prepare() wraps that same object)."""
+    for b in facts.bindings:
+        value = b.value
+        if b.scope is not block.scope or b.element is not None or not isinstance(value, cst.Attribute):
+            continue
+        if value.attr.value != "module" or b.name not in latest or b.name not in owners:
+            continue
+        source = dotted_name(value.value)
+        if source and source != b.name and source in latest and latest[source].role is Role.MODEL:
+            owners.add(source)
+            del latest[b.name]
 
 
 def _wrapped_module(facts: Facts, value: cst.BaseExpression) -> cst.BaseExpression:

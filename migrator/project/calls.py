@@ -11,10 +11,12 @@ from migrator.project.index import ACCELERATOR, FileIndex
 
 
 
-def check_caller(f: FileIndex, threaded, result: FileResult, prepared, loader_calls=()) -> set[tuple[str, str]]:
+def check_caller(f: FileIndex, threaded, result: FileResult, prepared, loader_calls=(), plain=frozenset()) -> set[tuple[str, str]]:
     """The threaded functions this caller does not pass the Accelerator to at every call
     (all of them when the result failed or was not migrated). Fills `prepared` with what
-    each call passes: parameter → "prepared" / "device" / "other"."""
+    each call passes: parameter → "prepared" / "device" / "other". `plain`: threaded
+    functions that take no Accelerator (their migration needs none), only prepared
+    arguments."""
     mine = {c.target for c in f.calls if c.target in threaded}
     if result.status is not FileStatus.CHANGED or result.after is None or any(x.code.startswith("AM95") for x in result.findings):
         return mine
@@ -34,7 +36,7 @@ def check_caller(f: FileIndex, threaded, result: FileResult, prepared, loader_ca
         if spelling not in spelled:
             continue
         target = spelled[spelling]
-        if not any(k.arg == ACCELERATOR for k in node.keywords):
+        if target not in plain and not any(k.arg == ACCELERATOR for k in node.keywords):
             dropped.add(target)
             continue
         found.add(target)

@@ -26,12 +26,13 @@ class Outcome:
     loaders: dict[str, tuple] = field(default_factory=dict)  # caller path → its calls that return loaders
     covered: dict[str, frozenset[str]] = field(default_factory=dict)  # engine path → functions migrated with the Accelerator
     states: dict[str, tuple] = field(default_factory=dict)  # caller path → its calls of state helpers left unthreaded
+    plain: dict[str, tuple[str, ...]] = field(default_factory=dict)  # caller path → its calls of functions needing no Accelerator
 
-    def context(self, path: str) -> tuple[tuple[str, ...], str, tuple[str, ...], tuple, tuple]:
-        """(calls, stub, stepped, loaders, states) for `path`: what `migrate` was given for it."""
+    def context(self, path: str) -> tuple[tuple[str, ...], str, tuple[str, ...], tuple, tuple, tuple[str, ...]]:
+        """(calls, stub, stepped, loaders, states, plain) for `path`: what `migrate` was given for it."""
         return (
             self.calls.get(path, ()), self.stubs.get(path, ""), self.stepped.get(path, ()),
-            self.loaders.get(path, ()), self.states.get(path, ()),
+            self.loaders.get(path, ()), self.states.get(path, ()), self.plain.get(path, ()),
         )
 
 
@@ -42,33 +43,41 @@ def decide(
     outside: dict[str, str] | None = None,
 ) -> tuple[Outcome, dict[str, FileResult]]:
     """Run the callers and engines with the threaded set until nothing is dropped.
-    `migrate(path, calls, stub, stepped, loaders, states)` migrates one file with that
+    `migrate(path, calls, stub, stepped, loaders, states, plain)` migrates one file with that
     context (the stub already cut off again; `stepped`: its schedulers the threaded
     functions step per batch; `loaders`: its calls of functions of the run that return
     DataLoaders; `states`: its calls of unthreaded functions that save or load the state
-    of a model they are given).
+    of a model they are given; `plain`: its calls of functions migrated with it that need
+    no Accelerator).
     Returns the outcome and the results of the files that had a context."""
     threaded = candidates(files, outside)
+    plain: set[tuple[str, str]] = set()  # threaded, but their migration needs no Accelerator
     for _ in range(_ROUNDS):
         if not threaded:
             return Outcome(frozenset(), {}, {}), {}
+        plain &= threaded
         results: dict[str, FileResult] = {}
         dropped: set[tuple[str, str]] = set()
-        calls = _calls_by_file(files, threaded)
+        calls = _calls_by_file(files, threaded - plain)
+        plain_calls = _calls_by_file(files, plain)
         stepped: dict[str, tuple[str, ...]] = {}
         loaders = {path: _loader_calls(files, files[path]) for path in calls}
         states = {path: _state_calls(files, files[path], threaded) for path in calls}
         prepared: dict[tuple[str, str], list[dict[str, str]]] = {}
-        for path, spellings in calls.items():
+        for path in sorted(set(calls) | set(plain_calls)):
+            spellings = calls.get(path, ())
+            loaders.setdefault(path, _loader_calls(files, files[path]))
+            states.setdefault(path, _state_calls(files, files[path], threaded))
             stepped[path] = _stepped_by(files, files[path], threaded)
-            result = migrate(path, spellings, "", stepped[path], loaders[path], states[path])
+            result = migrate(path, spellings, "", stepped[path], loaders[path], states[path], plain_calls.get(path, ()))
             results[path] = result
-            dropped |= check_caller(files[path], threaded, result, prepared, loaders[path])
+            dropped |= check_caller(files[path], threaded, result, prepared, loaders[path], plain)
         threaded -= dropped
         if dropped:
             continue
         stubs = {}
         covered: dict[str, frozenset[str]] = {}
+        needless: set[tuple[str, str]] = set()
         for engine in sorted({t[0] for t in threaded}):
             mine = sorted(t for t in threaded if t[0] == engine)
             stub, left_out = caller_stub(files, mine, prepared, target_import(engine))
@@ -78,14 +87,19 @@ def decide(
             stubs[engine] = stub
             result = migrate(engine, (), stub, (), (), ())
             bad = _check_engine(mine, result, files)
+            needless |= {t for t in bad - plain if not _uses_accelerator(result, t[1])}
+            bad -= plain | needless
             if not bad:  # the functions left alone keep the AM913 advice they get alone
                 covered[engine] = frozenset(covered_functions(result, mine, files))
                 result = with_unthreaded(result, migrate(engine, (), "", (), (), ()), covered[engine])
             results[engine] = result
             dropped |= bad
         threaded -= dropped
+        if needless - dropped:
+            plain |= needless - dropped  # its callers no longer pass the Accelerator: again
+            continue
         if not dropped:
-            return Outcome(frozenset(threaded), calls, stubs, stepped, loaders, covered, states), results
+            return Outcome(frozenset(threaded), calls, stubs, stepped, loaders, covered, states, plain_calls), results
     return Outcome(frozenset(), {}, {}), {}
 
 
@@ -155,6 +169,19 @@ def _check_engine(mine, result: FileResult, files: dict[str, FileIndex]) -> set[
     defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     defs |= {n.name: init for n in tree.body if isinstance(n, ast.ClassDef) and (init := init_of(n)) is not None}
     return {t for t in mine if t[1] not in defs or ACCELERATOR not in [a.arg for a in defs[t[1]].args.kwonlyargs]}
+
+
+def _uses_accelerator(result: FileResult, name: str) -> bool:
+    """Whether the migrated function `name` reads the Accelerator (else it needs none: its
+    migration only dropped device moves its callers' prepared loaders make redundant)."""
+    try:
+        tree = ast.parse(result.after or "")
+    except SyntaxError:
+        return True
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return any(isinstance(n, ast.Name) and n.id == ACCELERATOR for n in ast.walk(node))
+    return True
 
 
 def covered_functions(result: FileResult, mine, files: dict[str, FileIndex]) -> set[str]:

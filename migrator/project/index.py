@@ -131,7 +131,7 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
         params = tuple(p.arg for p in [*a.posonlyargs, *a.args])[1 if init else 0:]  # a class: __init__ less self
         kwonly = tuple(p.arg for p in a.kwonlyargs)
         ok = (
-            seen.get(node.name) == 1 and a.kwarg is None and not node.decorator_list
+            seen.get(node.name) == 1 and a.kwarg is None and all(_grad_mode(d) for d in node.decorator_list)
             and ACCELERATOR not in params + kwonly and not a.posonlyargs and _trains(node)
         )
         out[node.name] = Function(
@@ -140,6 +140,16 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             tuple(sorted({n.func.value.id for n in ast.walk(node) if _state_of_parameter(n, set(params))})) if init is None else (),
         )
     return out
+
+
+# Decorators that leave the call as it is (a keyword-only parameter added to the function
+# reaches it unchanged): `@torch.no_grad()` above an evaluate().
+_GRAD_MODES = {"no_grad", "inference_mode", "enable_grad"}
+
+
+def _grad_mode(decorator: ast.expr) -> bool:
+    node = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return isinstance(node, ast.Attribute) and node.attr in _GRAD_MODES and isinstance(node.value, ast.Name) and node.value.id == "torch"
 
 
 def _returned_loaders(function: ast.FunctionDef) -> tuple[int, ...]:

@@ -28,8 +28,9 @@ _ENGINES = {
 # makes, and the Accelerator does not convert BatchNorm itself, so it stays.)
 _WRAPS = {"DistributedDataParallel", "DataParallel", "data_parallel", "DistributedSampler", "init_process_group",
           "FullyShardedDataParallel", "fully_shard"}
-# A project's own set-up helper (`utils.init_distributed_mode(args)`, `setup_for_distributed`).
-_SETUP_HELPER = re.compile(r"^(init|setup)_?(dist|distributed|ddp)(_mode)?$|^setup_for_distributed$")
+# A project's own set-up helper (`utils.init_distributed_mode(args)`). Not `setup_for_distributed`:
+# it only silences print on the other processes, and works beside the Accelerator.
+_SETUP_HELPER = re.compile(r"^(init|setup)_?(dist|distributed|ddp)(_mode)?$")
 _COLLECTIVES = ("all_reduce", "allreduce", "all_gather", "allgather", "reduce_scatter", "broadcast", "all_to_all")
 
 
@@ -93,6 +94,16 @@ def _left_running(pair: Pair) -> Iterator[Problem]:
                 "spread its batch over GPUs the other processes own: run it on one device per process "
                 "(e.g. `--ngpu 1`)",
                 blocking=False,
+            )
+            continue
+        if _SETUP_HELPER.search(name) and name not in after.functions:
+            yield pair.at_after(
+                CODE, call,
+                f"left as written: `{callee}(...)` is a set-up helper this run cannot read, assumed to "
+                "read the launcher's rank and world size, join the process group and record them "
+                "(`args.rank`, `args.gpu`, `args.distributed`); beside the Accelerator it would join the "
+                "group twice. Migrate the file with the helper's module in one run (`accel-migrate "
+                "main.py utils.py`, or the folder): its body then says what each call becomes",
             )
             continue
         if name in _WRAPS or _SETUP_HELPER.search(name):

@@ -67,7 +67,7 @@ def _optimizers_and_models(pair: Pair) -> Iterator[Problem]:
     for name, call, models in optimizers(program):
         steps = any(call_name(c) == f"{name}.step" for c in program.calls)
         optimizer_prepared = program.is_prepared(name)
-        unprepared = sorted(m for m in models if not program.is_prepared(m))
+        unprepared = sorted(m for m in models if not program.is_prepared(m) and not _raw_alias(program, m))
         if optimizer_prepared and unprepared:
             yield pair.at_after(
                 CODE, call,
@@ -81,6 +81,23 @@ def _optimizers_and_models(pair: Pair) -> Iterator[Problem]:
                 f"left as written: the model would be prepared but not `{name}`, the optimizer "
                 "that updates it (no loss scaling, accumulation or scheduler stepping); prepare them in one call",
             )
+
+
+def _raw_alias(program: Program, name: str) -> bool:
+    """`model_without_ddp = model`, then `model_without_ddp = accelerator.unwrap_model(model)`
+    (or `model.module`) with `model` prepared: every value names the prepared module itself,
+    whose parameters prepare() keeps (it wraps that same object)."""
+    values = program.values_of(name)
+
+    def plain(value: ast.AST) -> str | None:
+        if isinstance(value, ast.Call) and last(call_name(value)) == "unwrap_model" and len(value.args) == 1:
+            value = value.args[0]
+        elif isinstance(value, ast.Attribute) and value.attr == "module":
+            value = value.value
+        return dotted(value)
+
+    sources = {plain(v) for v in values}
+    return bool(values) and None not in sources and all(s != name and program.is_prepared(s) for s in sources)
 
 
 def _training_loaders(pair: Pair) -> Iterator[Problem]:

@@ -202,3 +202,38 @@ def test_two_processes_train_like_the_original_at_twice_the_batch(project) -> No
     evals = [m.groups() for line in lines for m in [_EVAL.search(line)] if m]
     assert sorted(set(evals)) == sorted(set(_evals(reference.output)))
     assert all(count == "64" for _, count, _ in evals) and len(evals) == 4
+
+
+HELPERS = Path(__file__).resolve().parents[2] / "fixtures" / "project-distribution-helpers" / "input"
+_ACCURACY = re.compile(r"eval (\d+) accuracy ([\d.]+)")
+
+
+@pytest.fixture(scope="module")
+def helpers_project(tmp_path_factory) -> tuple[Path, Path]:
+    """A project distributed by its own `utils.init_distributed_mode(args)` and friends."""
+    base = tmp_path_factory.mktemp("helpers")
+    files = {p.name: p.read_text() for p in HELPERS.glob("*.py")}
+    original = _write(base / "original", files)
+    migrated = _write(base / "migrated", files)
+    results = {Path(r.path).name: r for r in migrate_paths([str(migrated)], Config(), write=True)}
+    assert "utils.init_distributed_mode(args)\n" not in results["main.py"].after
+    assert "accelerator=accelerator" in results["main.py"].after
+    return original, migrated
+
+
+def test_helper_distributed_project_trains_like_the_original(helpers_project) -> None:
+    """1 process (no launcher: the helpers' single-process path): the same losses and
+    accuracies. 2 processes at B under accel-launch: rank 0 prints the loss the helper
+    averages over both ranks, which is the original's at 2B, and the accuracy the helper
+    sums over both ranks' shards, the original's."""
+    original, migrated = helpers_project
+    before = runner.run(runner.python_cmd(original / "main.py", ["--batch-size", "8"]), original, 180).check()
+    after = runner.run(runner.python_cmd(migrated / "main.py", ["--batch-size", "8"]), migrated, 180).check()
+    assert [s.loss for s in after.steps] == pytest.approx([s.loss for s in before.steps], abs=1e-6)
+    assert _ACCURACY.findall(after.output) == _ACCURACY.findall(before.output)
+    reference = runner.run(runner.python_cmd(original / "main.py", ["--batch-size", "16"]), original, 180).check()
+    command = runner.accel_launch_cmd(migrated / "main.py", ["--batch-size", "8"], 2)
+    run = runner.run(command, migrated, 300, env=runner.TEE_ENV).check()
+    assert [s.loss for s in run.ranks[0]] == pytest.approx([s.loss for s in reference.steps], abs=1e-5)
+    assert not run.ranks.get(1)  # the other process stays quiet, as the helpers made it
+    assert _ACCURACY.findall(run.output) == _ACCURACY.findall(reference.output)

@@ -23,7 +23,10 @@ def test_example(rule, index, example) -> None:
     if rule.reported_by_verifier:
         _check_refusal(rule, example)
         return
-    base = Config(project_calls=example.project_calls, project_states=example.project_states)
+    base = Config(
+        project_calls=example.project_calls, project_states=example.project_states,
+        project_distribution=example.project_distribution,
+    )
     lint = migrate_source(example.before, example.path, replace(base, fix=False))
     places = sorted(str(f.start) for f in lint.findings if f.code == rule.code)
     assert places, f"{rule.code}: the example gives no finding of this rule"
@@ -60,7 +63,10 @@ def test_declared_fix_matches_behaviour(rule) -> None:
     for example in rule.examples:
         if example.refused is not None:
             continue  # the verifier alone: it offers no fix
-        config = Config(project_calls=example.project_calls, project_states=example.project_states, fix=rule.reported_by_verifier)
+        config = Config(
+            project_calls=example.project_calls, project_states=example.project_states,
+            project_distribution=example.project_distribution, fix=rule.reported_by_verifier,
+        )
         result = migrate_source(example.before, example.path, config)
         fixable += [f.fixable for f in result.findings if f.code == rule.code]
     if rule.fix is FixAvailability.ALWAYS:
