@@ -40,8 +40,28 @@ def check_caller(f: FileIndex, threaded, result: FileResult, prepared, loader_ca
             dropped.add(target)
             continue
         found.add(target)
-        prepared.setdefault(target, []).append(_kinds(node, _Scopes(node, parents, flat), roles))
+        kinds = _kinds(node, _Scopes(node, parents, flat), roles)
+        kinds[MAIN_ONLY] = "main" if _under_main_process(node, parents) else "every"
+        prepared.setdefault(target, []).append(kinds)
     return dropped | (mine - found)
+
+
+# The key of a call's kinds that says whether only the main process makes the call.
+MAIN_ONLY = "<main only>"
+
+
+def _under_main_process(call: ast.Call, parents: dict[int, ast.AST]) -> bool:
+    """The call sits in the body of `if accelerator.is_main_process:`: the function it calls
+    runs on one process, so its migration must not add a collective (a barrier there waits
+    for processes that never come)."""
+    child, node = call, parents.get(id(call))
+    while node is not None:
+        if isinstance(node, ast.If) and child in node.body:
+            test = node.test
+            if isinstance(test, ast.Attribute) and test.attr in ("is_main_process", "is_local_main_process"):
+                return True
+        child, node = node, parents.get(id(node))
+    return False
 
 
 def spelling_of(func: ast.AST) -> str | None:

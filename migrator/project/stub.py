@@ -5,6 +5,7 @@ again before anything is shown or written."""
 from __future__ import annotations
 
 from migrator.findings import FileResult, FileStatus
+from migrator.project.calls import MAIN_ONLY
 from migrator.project.index import ACCELERATOR, Function
 
 STUB = "_accel_migrate_callers"
@@ -45,8 +46,15 @@ def caller_stub(files, mine, prepared, target_import: str) -> tuple[str | None, 
         if missing and any(function.params.index(p) < len(args) for p in missing):
             left_out.add(target)  # an argument the callers leave to its default sits between given ones
             continue
+        audiences = {call.get(MAIN_ONLY, "every") for call in prepared.get(target, [])}
+        if len(audiences) > 1:
+            left_out.add(target)  # called by every process here, by the main one there
+            continue
         kinds.update(mapped)
-        lines.append(f"    {target[1]}({', '.join(args)})\n")
+        if audiences == {"main"}:  # its callers call it on the main process only
+            lines.append(f"    if {ACCELERATOR}.is_main_process:\n        {target[1]}({', '.join(args)})\n")
+        else:
+            lines.append(f"    {target[1]}({', '.join(args)})\n")
     if not lines:
         return None, left_out
     params = sorted(kinds)
@@ -68,6 +76,8 @@ def _parameter_kinds(function: Function, calls: list[dict[object, str]]) -> dict
     kinds: dict[str, str] = {}
     for call in calls:
         for key, kind in call.items():
+            if key == MAIN_ONLY:
+                continue
             if isinstance(key, int):
                 if key >= len(function.params):
                     return None

@@ -8,12 +8,17 @@ here edits anything.
 
 from __future__ import annotations
 
-from migrator.verify import batch, checkpoints, devices, distribution, names, processes, setup, signature, stale, sums
+from migrator.verify import (
+    batch, checkpoints, collectives, devices, distribution, names, processes, setup, signature, stale, sums,
+)
 from migrator.verify.pair import Pair, Problem
 
 __all__ = ["Problem", "verify"]
 
-_CHECKS = (names.check, setup.check, stale.check, devices.check, signature.check, distribution.check, processes.check, batch.check, checkpoints.check, sums.check)
+_CHECKS = (
+    names.check, setup.check, stale.check, devices.check, signature.check, distribution.check, processes.check,
+    batch.check, checkpoints.check, sums.check, collectives.check,
+)
 
 
 def verify(before: str, after: str) -> list[Problem]:
