@@ -76,7 +76,7 @@ def _audience(test: ast.AST) -> str | None:
 
 def _collective(program: Program, call: ast.Call, depth: int, seen: set[str]) -> str | None:
     name = call_name(call) or ""
-    if name.startswith("self."):
+    if name.startswith("self.") and name.count(".") == 1:
         name = last(name)  # a method of the same class (the file's functions are known by name)
     if isinstance(call.func, ast.Attribute) and call.func.attr in _COLLECTIVES and last(dotted(call.func.value) or "") == "accelerator":
         return f"accelerator.{call.func.attr}()"

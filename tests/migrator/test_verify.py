@@ -456,3 +456,27 @@ def test_a_training_loop_over_a_loader_handed_to_the_class_must_draw_from_a_prep
         "    def train(self):\n        for x in self.train_loader:\n            self.accelerator.backward(self.model(x).sum())\n"
     )
     assert "AM951" in [c for c, _ in _codes(before, after)]
+
+
+_MAIN_ONLY = textwrap.dedent('''\
+    class Loop:
+        def save(self):
+            {save}
+            self.accelerator.wait_for_everyone()
+
+        def run(self):
+            if self.accelerator.is_main_process:
+                {call}
+''')
+
+
+def test_a_collective_the_migration_puts_under_the_main_process_is_refused() -> None:
+    before = _MAIN_ONLY.format(save="torch.save(self.state, 'a.pt')", call="print('done')")
+    after = _MAIN_ONLY.format(save="torch.save(self.state, 'a.pt')", call="self.save()")
+    assert [p.code for p in verify(before, after)] == ["AM957"]
+
+
+def test_an_accelerator_method_named_like_a_method_of_the_class_is_not_that_method() -> None:
+    before = _MAIN_ONLY.format(save="torch.save(self.state, 'a.pt')", call="torch.save(self.state, 'b.pt')")
+    after = _MAIN_ONLY.format(save="self.accelerator.save(self.state, 'a.pt')", call="self.accelerator.save(self.state, 'b.pt')")
+    assert [p.code for p in verify(before, after)] == []
