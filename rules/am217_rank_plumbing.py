@@ -57,7 +57,7 @@ class RankPlumbing(Rule):
                 "world_size = dist.get_world_size()\nprint(world_size)\n"
             ),
             after=(
-                "import os\nfrom runtime import Accelerator\n\n"
+                "from runtime import Accelerator\n\n"
                 "accelerator = Accelerator()\nworld_size = accelerator.num_processes\nprint(world_size)\n"
             ),
             at=("6:14", "7:14"),

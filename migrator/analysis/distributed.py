@@ -594,6 +594,15 @@ def sampler_arg_edit(arg: SamplerArg) -> Edit:
     return replace(call, call.with_changes(args=args))
 
 
+def _environ_import(facts: Facts, going: list[cst.CSTNode]) -> tuple[ImportChange, ...]:
+    """`import os`, dropped if unused once the launcher's variables are no longer read from
+    `os.environ` by hand (LibCST keeps it while anything else uses it)."""
+    if facts.imports.aliases.get("os") != "os":
+        return ()
+    reads = any("os.environ" in _code(node) for node in going)
+    return (ImportChange("os", None, None),) if reads else ()
+
+
 def _flag_name(node: cst.BaseExpression) -> str:
     if isinstance(node, cst.Call):
         node = node.func
@@ -873,7 +882,7 @@ def distribution_facts(
         for local, qualified in sorted(facts.imports.aliases.items())
         if qualified.startswith(_CLEANED_MODULES)
         for change in import_removals(facts.imports, local)
-    )
+    ) + _environ_import(facts, [p.node for p in plumbing] + list(b.boilerplate))
     destroys = b.calls(DESTROY)
     handled = {INIT, DESTROY, ALL_REDUCE, *BARRIERS, *PLUMBING}
     raw = [
