@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -372,3 +373,23 @@ def test_linked_takes_the_package_a_relative_import_climbs_to(tmp_path):
         str(tmp_path / "plot.py"): b"import matplotlib\n",
     }
     assert project.linked(sources) == set(sources) - {str(tmp_path / "plot.py")}
+
+
+FIXTURES_HELPERS = Path(__file__).resolve().parents[2] / "fixtures" / "project-distribution-helpers" / "input" / "utils.py"
+
+
+def test_changing_only_a_distribution_helper_recomputes_its_caller(tmp_path) -> None:
+    """The caller of `utils.init_distributed_mode(args)` is migrated from what the helper's
+    body sets; when the helper starts setting something whose meaning cannot be read (and
+    the caller reads it), the cached result is not reused: the caller is refused."""
+    helpers = FIXTURES_HELPERS.read_text()
+    files = {p.name: p.read_text() for p in FIXTURES_HELPERS.parent.glob("*.py")}
+    root = _project(tmp_path, **files)
+    cache = str(tmp_path / "cache")
+    first = _results([root], cache_dir=cache)
+    assert "utils.init_distributed_mode(args)\n" not in first["main.py"].after
+    assert _results([root], cache_dir=cache)["main.py"].after == first["main.py"].after
+    (tmp_path / "utils.py").write_text(helpers.replace('args.gpu = int(os.environ["LOCAL_RANK"])', 'args.gpu = pick_gpu()'))
+    changed = _results([root], cache_dir=cache)
+    assert changed["main.py"].after == changed["main.py"].before
+    assert any(f.code == "AM955" and "init_distributed_mode" in f.message for f in changed["main.py"].findings)
