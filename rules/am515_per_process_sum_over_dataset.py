@@ -20,6 +20,12 @@ _OVER_BATCHES = (
 )
 
 
+_MEAN_OF_LIST = (
+    "batch by batch, and its mean is taken after the loop: on N processes that is this "
+    "process's average, not the epoch's; average it across processes first (`accelerator.reduce`)"
+)
+
+
 class PerProcessSumOverDataset(Rule):
     """## What it does
     Finds `train_loss / len(train_loader.dataset)` (or `train_loss /= ...`) where
@@ -29,6 +35,12 @@ class PerProcessSumOverDataset(Rule):
     for a Python number (`loss.item()`, `float(...)`, the pre-0.4 `loss.data[0]`, products
     of those with sizes), `train_loss = accelerator.reduce(train_loss, reduction="sum")`
     for a tensor (`+= loss`, `+= loss.detach()`, `+= loss.data`).
+
+    A list the loop appends one number to per batch (`losses.append(loss.item())`) whose
+    mean is taken after it (`sum(losses) / len(losses)`, `np.mean(losses)`) becomes the
+    per-batch mean over the processes first (`losses = accelerator.reduce(torch.tensor(
+    losses, ...), reduction="mean").tolist()`): every process has as many batches of the
+    prepared loader, so its mean is the epoch's.
 
     ## Why is this bad?
     On N processes each process sums the losses of its 1/N of the batches, while
@@ -81,7 +93,7 @@ class PerProcessSumOverDataset(Rule):
 
     code = "AM515"
     name = "per-process-sum-over-dataset"
-    message = "`{total}` sums this process's share of `{loader}` {problem}{note}"
+    message = "`{total}` {collects} this process's share of `{loader}` {problem}{note}"
     fix_title = "Sum it across processes with `accelerator.reduce` after the loop"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -124,9 +136,11 @@ class PerProcessSumOverDataset(Rule):
             if name not in prepared and not from_param:
                 continue
             sums = _running_sums(loop.node)
-            if sums:
+            lists = _appended(loop.node)
+            if sums or lists:
                 losses = _backward_names(backwards, loop.node, analysis)
                 self._check_divisions(loop, name, sums, losses)
+                self._check_means(loop, name, lists, losses)
 
     def _check_divisions(self, loop, loader: str, sums: dict[str, list[cst.BaseExpression]], losses: set[str]) -> None:
         analysis = self.analysis
@@ -165,13 +179,52 @@ class PerProcessSumOverDataset(Rule):
             for division, _, reduction in divisions:
                 problem = _OVER_DATASET if reduction == "sum" else _OVER_BATCHES
                 if statement is None:
-                    self.report(division, total=total, loader=loader, problem=problem, note=f" (left as written: {why})" if why else "")
+                    self.report(division, total=total, collects="sums", loader=loader, problem=problem, note=f" (left as written: {why})" if why else "")
                 else:
-                    self.report(division, edits=fix, total=total, loader=loader, problem=problem, note="")
+                    self.report(division, edits=fix, total=total, collects="sums", loader=loader, problem=problem, note="")
 
-    def _reduction(self, loop, total: str, addends, losses: set[str], lefts: list[cst.CSTNode], reduction: str):
+    def _check_means(self, loop, loader: str, lists: dict[str, list[cst.BaseExpression]], losses: set[str]) -> None:
+        """`losses.append(loss.item())` in the loop, `sum(losses) / len(losses)` (or
+        `np.mean(losses)`) after it: this process's batches only. The list becomes the
+        per-batch mean over the processes (the prepared loader gives each as many batches),
+        whose mean is the epoch's."""
+        analysis = self.analysis
+        for name, values in lists.items():
+            means = [m for m in self._means_of(loop, name) if not self._reduced_before(loop, name, m)]
+            if not means:
+                continue
+            lefts = [n for m in means for n in descendants(m) if isinstance(n, cst.Name) and n.value == name]
+            statement, why = self._reduction(loop, name, values, losses, lefts, "mean", whole=".tolist()")
+            if statement is not None and {_kind(v, losses) for v in values} != {"number"}:
+                statement, why = None, f"`{name}` holds tensors, not numbers"
+            for mean in means:
+                if statement is None:
+                    self.report(mean, total=name, collects="collects", loader=loader, problem=_MEAN_OF_LIST, note=f" (left as written: {why})" if why else "")
+                else:
+                    self.report(mean, edits=Fix((insert_after(loop.node, statement[0]),), tuple(statement[1])),
+                                total=name, collects="collects", loader=loader, problem=_MEAN_OF_LIST, note="")
+
+    def _means_of(self, loop, name: str) -> list[cst.CSTNode]:
+        """`sum(name) / len(name)` and `np.mean(name)` after `loop`, in its scope."""
+        analysis = self.analysis
+        out = []
+        for node in analysis.nodes("BinaryOperation") + analysis.nodes("Call"):
+            if analysis.scope_of(node) is not loop.scope or analysis.order(node) < analysis.order(loop.node):
+                continue
+            if loop.node in _ancestors(analysis, node):
+                continue
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+                if _call_of(node.left, "sum") == name and _call_of(node.right, "len") == name:
+                    out.append(node)
+            elif isinstance(node, cst.Call) and (dotted_name(node.func) or "").rsplit(".", 1)[-1] == "mean":
+                if len(node.args) == 1 and dotted_name(node.args[0].value) == name and dotted_name(node.func) != "mean":
+                    out.append(node)
+        return out
+
+    def _reduction(self, loop, total: str, addends, losses: set[str], lefts: list[cst.CSTNode], reduction: str, whole: str = ".item()"):
         """The edit that sums (or averages) `total` across processes after `loop` (and
-        imports), or None with the reason it cannot be written."""
+        imports), or None with the reason it cannot be written. `whole`: how a reduced
+        tensor made from numbers becomes one again (`.tolist()` for a list)."""
         analysis = self.analysis
         if "." in total:
             return None, ""
@@ -196,7 +249,7 @@ class PerProcessSumOverDataset(Rule):
                 imports.append(ImportChange("torch"))
             code = (
                 f"{total} = {accelerator}.reduce({torch}.tensor({total}, dtype={torch}.float64, "
-                f'device={accelerator}.device), reduction="{reduction}").item()\n'
+                f'device={accelerator}.device), reduction="{reduction}"){whole}\n'
             )
         return (cst.parse_statement(code), imports), ""
 
@@ -270,6 +323,31 @@ def _backward_names(backwards: list[cst.Call], loop: cst.For, analysis) -> set[s
         if name is not None:
             names.add(name)
     return names
+
+
+def _call_of(expr: cst.BaseExpression, function: str) -> str | None:
+    """`name` for `function(name)`."""
+    if isinstance(expr, cst.Call) and dotted_name(expr.func) == function and len(expr.args) == 1:
+        return dotted_name(expr.args[0].value)
+    return None
+
+
+def _appended(loop: cst.For) -> dict[str, list[cst.BaseExpression]]:
+    """Plain names the loop appends one value to per batch (`losses.append(loss.item())`)."""
+    found: dict[str, list] = {}
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "append" and isinstance(func.value, cst.Name):
+                if len(node.args) == 1 and node.args[0].keyword is None:
+                    found.setdefault(func.value.value, []).append(node.args[0].value)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+    loop.body.visit(_Find())
+    return found
 
 
 def _running_sums(loop: cst.For) -> dict[str, list[cst.BaseExpression]]:
