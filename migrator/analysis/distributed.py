@@ -410,10 +410,12 @@ class _Builder:
     def launch_tests(self) -> list[cst.Comparison]:
         """`int(os.environ.get("RANK", -1)) != -1`, `"RANK" in os.environ`,
         `os.environ.get("LOCAL_RANK") is not None`: whether a launcher started the script,
-        read as a whole (its inner env read alone would become a rank compared to -1)."""
+        read as a whole (its inner env read alone would become a rank compared to -1).
+        Not in an `assert` (`assert "LOCAL_RANK" in os.environ`): that demands a launcher,
+        which the count cannot say (one launched process counts 1); it stays as written."""
         return [
             node for node in self.facts.by_type.get("Comparison", ())  # type: ignore[misc]
-            if launch_test(node) is not None and not self._going(node)
+            if launch_test(node) is not None and not self._going(node) and not isinstance(self.parent(node), cst.Assert)
         ]
 
     def _plumbing_read(self, call: cst.Call) -> tuple[cst.BaseExpression | None, str]:

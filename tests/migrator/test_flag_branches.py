@@ -108,3 +108,14 @@ def test_ddp_sync_switch_stays_on_the_prepared_model() -> None:
     """)
     after = migrate_source(source, "train.py").after
     assert "    model.require_backward_grad_sync = i % 2 == 1" in after
+
+
+def test_an_assert_that_a_launcher_started_the_script_stays() -> None:
+    after = _migrate("""
+        assert "LOCAL_RANK" in os.environ, "run me with torchrun"
+        ddp = True
+        world = int(os.environ["WORLD_SIZE"])
+        seed = 0
+        device = "cuda"
+    """)
+    assert 'assert "LOCAL_RANK" in os.environ' in after and "accelerator.prepare(" in after
