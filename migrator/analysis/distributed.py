@@ -380,8 +380,9 @@ class _Builder:
         converts; `given`: ids of the launcher's values passed to a converted worker."""
         out = []
         for node in self.launch_tests():
-            out.append(Plumbing(node, _LAUNCH_TESTS[launch_test(node)], self._unused_binding(node)))
-            self.vanishing.add(id(node))  # the env read inside goes with the whole test
+            if not isinstance(self.parent(node), cst.Assert):
+                out.append(Plumbing(node, _LAUNCH_TESTS[launch_test(node)], self._unused_binding(node)))
+            self.vanishing.add(id(node))  # the env read inside goes with the whole test, or stays with it
         for c in self.facts.calls:
             node, prop = self._plumbing_read(c.node)
             if node is None or any(p.node is node for p in out) or self._going(node) or id(node) in given:
@@ -411,11 +412,11 @@ class _Builder:
         """`int(os.environ.get("RANK", -1)) != -1`, `"RANK" in os.environ`,
         `os.environ.get("LOCAL_RANK") is not None`: whether a launcher started the script,
         read as a whole (its inner env read alone would become a rank compared to -1).
-        Not in an `assert` (`assert "LOCAL_RANK" in os.environ`): that demands a launcher,
-        which the count cannot say (one launched process counts 1); it stays as written."""
+        One in an `assert` (`assert "LOCAL_RANK" in os.environ`) demands a launcher, which
+        the count cannot say (one launched process counts 1): the caller leaves it as written."""
         return [
             node for node in self.facts.by_type.get("Comparison", ())  # type: ignore[misc]
-            if launch_test(node) is not None and not self._going(node) and not isinstance(self.parent(node), cst.Assert)
+            if launch_test(node) is not None and not self._going(node)
         ]
 
     def _plumbing_read(self, call: cst.Call) -> tuple[cst.BaseExpression | None, str]:

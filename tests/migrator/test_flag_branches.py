@@ -113,9 +113,24 @@ def test_ddp_sync_switch_stays_on_the_prepared_model() -> None:
 def test_an_assert_that_a_launcher_started_the_script_stays() -> None:
     after = _migrate("""
         assert "LOCAL_RANK" in os.environ, "run me with torchrun"
+        assert int(os.environ.get("RANK", -1)) != -1
         ddp = True
         world = int(os.environ["WORLD_SIZE"])
         seed = 0
         device = "cuda"
     """)
     assert 'assert "LOCAL_RANK" in os.environ' in after and "accelerator.prepare(" in after
+    assert 'assert int(os.environ.get("RANK", -1)) != -1' in after
+
+
+def test_the_verifier_refuses_a_launch_test_rewritten_in_part() -> None:
+    from migrator.verify import distribution
+    from migrator.verify.pair import Pair
+
+    before = "import os\nimport torch\nmodel = torch.nn.Linear(2, 2)\nddp = int(os.environ.get('RANK', -1)) != -1\n"
+    after = (
+        "import torch\nfrom runtime import Accelerator\naccelerator = Accelerator()\nmodel = torch.nn.Linear(2, 2)\n"
+        "model = accelerator.prepare(model)\nddp = accelerator.process_index != -1\n"
+    )
+    problems = distribution.check(Pair.of(before, after))
+    assert any("never is" in p.message for p in problems), problems
