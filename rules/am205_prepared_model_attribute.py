@@ -17,6 +17,12 @@ _WHY = {
     "no_sync": "only the DDP wrapper has it, and the model is not wrapped on one process",
 }
 
+# DDP's switches a script sets on the wrapper (`model.require_backward_grad_sync = last`
+# during gradient accumulation): on N processes they act on the prepared DDP wrapper; on
+# one process the prepared model is the user's and the attribute set does nothing, as no
+# sync is needed there. Unwrapping would make them do nothing on N processes too.
+DDP_SWITCHES = {"require_backward_grad_sync", "require_forward_param_sync"}
+
 
 class PreparedModelAttribute(Rule):
     """## What it does
@@ -27,7 +33,8 @@ class PreparedModelAttribute(Rule):
     to go through `accelerator.unwrap_model(model)`; `with model.no_sync():` becomes
     `with accelerator.no_sync(model):`. torch.nn.Module's own API (`parameters()`,
     `train()`, `eval()`, `to()`, `zero_grad()`, `modules()`, hooks, calling the model)
-    stays on the wrapper.
+    stays on the wrapper, and so do DDP's own switches set during gradient accumulation
+    (`model.require_backward_grad_sync = ...`).
 
     ## Why is this bad?
     On N processes `prepare()` returns a DistributedDataParallel wrapper, which has only
@@ -85,6 +92,8 @@ class PreparedModelAttribute(Rule):
         for use in wrapped_uses(self.analysis):
             if use.attr in MODULE_API or use.attr == "module":
                 continue  # the wrapper answers alike; `.module` is AM204's
+            if use.attr in DDP_SWITCHES and isinstance(self.analysis.parent(use.attribute), cst.AssignTarget):
+                continue  # DDP's own switch, set on the wrapper: inert on the bare model of one process
             if use.attr == "state_dict" and self._saved(use):
                 continue  # AM501 unwraps a saved state dict
             self._check(use)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.edits import replace
+from migrator.analysis.flag_branches import FlagBranch, flag_branches, same_flag_choices
+from migrator.edits import remove, replace
 from migrator.rule import Example, FixAvailability, Rule
 
 
@@ -38,6 +39,12 @@ class RankPlumbing(Rule):
     ```
 
     ## Known limits
+    A test of whether a launcher started the script (`int(os.environ.get("RANK", -1)) !=
+    -1`, `"RANK" in os.environ`) becomes `accelerator.num_processes > 1`, and an
+    `if ddp: ... else: ...` on it whose first branch, once it reads the Accelerator,
+    binds on one process what the else binds keeps that branch alone
+    (analysis/flag_branches.py); otherwise both branches stay, each correct.
+
     `--local_rank` command-line arguments stay declared (the old launcher passed them);
     reads of `args.local_rank` are rewritten where they test for the main process
     (AM214) and reported by the rule that uses them otherwise. Reads where the
@@ -86,6 +93,13 @@ class RankPlumbing(Rule):
                 continue
             new = cst.parse_expression(f"{accelerator}.{read.prop}")
             self.report(read.node, edits=[replace(read.node, new)], remove_imports=facts.import_cleanup, **fields)
+        if analysis.has_accelerator:
+            for branch in flag_branches(analysis):
+                self._collapse(branch)
+            for choice in same_flag_choices(analysis):
+                shown = cst.Module([]).code_for_node(choice.test).strip()
+                self.report(choice, edits=[replace(choice, choice.body)], read=f"... if {shown} else ...",
+                            advice="both sides now read the same; the choice goes")
         for string in facts.device_strings:
             fields = {"read": cst.Module([]).code_for_node(string), "advice": "use `accelerator.device`"}
             accelerator = analysis.accelerator_at(string)
@@ -94,3 +108,22 @@ class RankPlumbing(Rule):
                 self.report(string, **fields)
                 continue
             self.report(string, edits=[replace(string, cst.parse_expression(f"{accelerator}.device"))], **fields)
+
+    def _collapse(self, branch: FlagBranch) -> None:
+        """`if ddp: <Accelerator values> else: <their one-process values>`: one branch."""
+        kept = [line for line in branch.kept if not _only_pass(line)]
+        if not kept:  # the launched branch lost everything it did: the `if` goes
+            self.report(branch.node, edits=[remove(branch.node)], read=f"if {branch.test}: ... else: ...",
+                        advice="nothing is left for either branch to do once the Accelerator places the process")
+            return
+        first = kept[0]
+        kept[0] = first.with_changes(leading_lines=(*branch.node.leading_lines, *first.leading_lines))
+        fields = {
+            "read": f"if {branch.test}: ... else: ...",
+            "advice": "the branch that reads the Accelerator gives on one process what the other gave; it stays alone",
+        }
+        self.report(branch.node, edits=[replace(branch.node, cst.FlattenSentinel(kept))], **fields)
+
+
+def _only_pass(line: cst.BaseStatement) -> bool:
+    return isinstance(line, cst.SimpleStatementLine) and all(isinstance(small, cst.Pass) for small in line.body)

@@ -51,10 +51,55 @@ def is_device_value(expr: cst.BaseExpression | None, imports: ImportTable) -> bo
     return dotted.endswith(".device") and dotted.split(".")[0] in _CONFIG_HEADS
 
 
+def _local_rank_names(facts: Facts) -> set[str]:
+    from migrator.analysis.distributed import local_rank_names  # distributed reads device facts
+
+    return local_rank_names(facts)
+
+
+def rank_device_string(expr: cst.BaseExpression | None, ranks: set[str]) -> bool:
+    """`f"cuda:{local_rank}"` / `"cuda:%d" % local_rank`: this process's GPU spelled from
+    the launcher's local rank (`args.local_rank` too), which is the Accelerator's device
+    under a launcher and the CPU's place where there is no GPU."""
+    if isinstance(expr, cst.FormattedString):
+        parts = expr.parts
+        return (
+            len(parts) == 2
+            and isinstance(parts[0], cst.FormattedStringText)
+            and parts[0].value == "cuda:"
+            and isinstance(parts[1], cst.FormattedStringExpression)
+            and parts[1].format_spec is None
+            and parts[1].conversion is None
+            and _local_rank(parts[1].expression, ranks)
+        )
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo):
+        return (
+            isinstance(expr.left, cst.SimpleString)
+            and expr.left.evaluated_value in ("cuda:%d", "cuda:%s", "cuda:%i")
+            and _local_rank(expr.right, ranks)
+        )
+    return False
+
+
+def _local_rank(expr: cst.BaseExpression, ranks: set[str]) -> bool:
+    """A local-rank name, `args.local_rank`, `int(os.environ["LOCAL_RANK"])` or the
+    Accelerator's `local_process_index`."""
+    from migrator.analysis.distributed import _env_name
+
+    if isinstance(expr, cst.Call) and dotted_name(expr.func) == "int" and len(expr.args) == 1:
+        return _env_name(expr.args[0].value) == "LOCAL_RANK"
+    name = dotted_name(expr) or ""
+    return name in ranks or name.rsplit(".", 1)[-1] in ("local_rank", "local_process_index")
+
+
 def device_variables(facts: Facts) -> list[DeviceVariable]:
     """Bindings that pick a device. One computed from another device variable
     (`device_type = "cuda" if "cuda" in device else "cpu"`) follows it and is not one."""
-    found = [b for b in facts.bindings if b.element is None and is_device_value(b.value, facts.imports)]
+    ranks = _local_rank_names(facts)
+    found = [
+        b for b in facts.bindings
+        if b.element is None and (is_device_value(b.value, facts.imports) or rank_device_string(b.value, ranks))
+    ]
     names = {b.name for b in found} | {
         b.name for b in facts.bindings if (dotted_name(b.value) or "").endswith(".device")  # accelerator.device
     }

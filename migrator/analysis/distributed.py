@@ -417,6 +417,10 @@ class _Builder:
         """`workers`: (worker, its parameter holding the process count) of a spawn that
         converts; `given`: ids of the launcher's values passed to a converted worker."""
         out = []
+        for node in self.launch_tests():
+            if not isinstance(self.parent(node), cst.Assert):
+                out.append(Plumbing(node, _LAUNCH_TESTS[launch_test(node)], self._unused_binding(node)))
+            self.vanishing.add(id(node))  # the env read inside goes with the whole test, or stays with it
         for c in self.facts.calls:
             node, prop = self._plumbing_read(c.node)
             if node is None or any(p.node is node for p in out) or self._going(node) or id(node) in given:
@@ -428,6 +432,10 @@ class _Builder:
                     out.append(Plumbing(load.node, "num_processes", self._unused_binding(load.node)))
         for b in self.facts.bindings:
             value = b.value
+            if b.element is None and isinstance(value, cst.Comparison) and launch_test(value, accelerator=True):
+                statement = self._unused_binding(value)  # `ddp = accelerator.num_processes > 1` nothing reads
+                if statement is not None:
+                    out.append(Plumbing(value, "num_processes", statement))
             if b.element is None and isinstance(value, cst.Attribute) and value.attr.value in ACCELERATOR_PLUMBING:
                 if (dotted_name(value.value) or "").endswith("accelerator"):
                     statement = self._unused_binding(value)
@@ -437,6 +445,17 @@ class _Builder:
             if p.statement is not None:
                 self.boilerplate.append(p.statement)
         return out
+
+    def launch_tests(self) -> list[cst.Comparison]:
+        """`int(os.environ.get("RANK", -1)) != -1`, `"RANK" in os.environ`,
+        `os.environ.get("LOCAL_RANK") is not None`: whether a launcher started the script,
+        read as a whole (its inner env read alone would become a rank compared to -1).
+        One in an `assert` (`assert "LOCAL_RANK" in os.environ`) demands a launcher, which
+        the count cannot say (one launched process counts 1): the caller leaves it as written."""
+        return [
+            node for node in self.facts.by_type.get("Comparison", ())  # type: ignore[misc]
+            if launch_test(node) is not None and not self._going(node)
+        ]
 
     def _plumbing_read(self, call: cst.Call) -> tuple[cst.BaseExpression | None, str]:
         qualified = self.qualified.get(id(call), "")
@@ -625,6 +644,50 @@ def _single_process_test(node: cst.BaseExpression) -> bool:
         target = node.comparisons[0]
         return isinstance(target.operator, cst.Equal) and _code(target.comparator) == "-1"
     return False
+
+
+# What a launch test becomes: the Accelerator's count says whether several processes run.
+_LAUNCH_TESTS = {True: "num_processes > 1", False: "num_processes == 1"}
+_LAUNCH_ENV = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"}
+
+
+def launch_test(node: cst.CSTNode, accelerator: bool = False) -> bool | None:
+    """True for a test that holds when a launcher started the script (`int(os.environ.get(
+    "RANK", -1)) != -1`, `"LOCAL_RANK" in os.environ`, `os.environ.get("RANK") is not
+    None`, `args.local_rank != -1`), False for its negation, None for anything else. With `accelerator`, the
+    rewritten form (`accelerator.num_processes > 1`) instead."""
+    if not isinstance(node, cst.Comparison) or len(node.comparisons) != 1:
+        return None
+    left, target = node.left, node.comparisons[0]
+    op, right = target.operator, _code(target.comparator)
+    if accelerator:
+        if not (dotted_name(left) or "").endswith("accelerator.num_processes") or right != "1":
+            return None
+        return {cst.GreaterThan: True, cst.NotEqual: True, cst.Equal: False}.get(type(op))  # type: ignore[arg-type]
+    if isinstance(op, (cst.In, cst.NotIn)):
+        key = left.evaluated_value if isinstance(left, cst.SimpleString) else None
+        if key in _LAUNCH_ENV and (dotted_name(target.comparator) or "").endswith("environ"):
+            return isinstance(op, cst.In)
+        return None
+    if (dotted_name(left) or "").rsplit(".", 1)[-1] == "local_rank" and "." in (dotted_name(left) or ""):
+        # `args.local_rank != -1`: the option the older launcher passes (-1 when run plainly);
+        # accel-launch passes none, so the test must read the Accelerator
+        if right != "-1":
+            return None
+        return {cst.NotEqual: True, cst.Equal: False}.get(type(op))  # type: ignore[arg-type]
+    read = left.args[0].value if isinstance(left, cst.Call) and dotted_name(left.func) == "int" and len(left.args) == 1 else left
+    if not (isinstance(read, cst.Call) and (dotted_name(read.func) or "").endswith("environ.get")):
+        return None  # `os.environ["RANK"]` fails without a launcher: not a test
+    if _env_name(read) not in _LAUNCH_ENV:
+        return None
+    default = _code(read.args[1].value) if len(read.args) > 1 else "None"
+    if right != default or right not in {"-1", '"-1"', "'-1'", "None"}:
+        return None
+    if isinstance(op, (cst.NotEqual, cst.IsNot)):
+        return True
+    if isinstance(op, (cst.Equal, cst.Is)):
+        return False
+    return None
 
 
 def _env_name(node: cst.BaseExpression) -> str | None:

@@ -19,8 +19,13 @@ CODE = "AM917"
 _PROCESS_COUNT = re.compile(r"world_size|ngpus|n_gpu|num_gpus|nprocs|device_count|get_world_size|nproc")
 
 
+# `accelerator.num_processes > 1`: a test of whether several processes run (a launch flag
+# rewritten), which says nothing about the batch.
+_LAUNCH_TEST = re.compile(r"num_processes\s*(?:==|!=|>|<=)\s*1\b")
+
+
 def check(pair: Pair) -> list[Problem]:
-    if "num_processes" in pair.after_text or not pair.after.prepares:
+    if "num_processes" in _LAUNCH_TEST.sub("", pair.after_text) or not pair.after.prepares:
         return []
     return list(_data_parallel_dropped(pair)) + list(_division_dropped(pair))
 

@@ -39,8 +39,30 @@ def check(pair: Pair) -> list[Problem]:
         return []
     return (
         list(_other_engine(pair)) + list(_left_running(pair)) + list(_prepared_twice(pair))
-        + list(ddp_options_dropped(pair)) + list(_data_parallel_replaced(pair))
+        + list(ddp_options_dropped(pair)) + list(_data_parallel_replaced(pair)) + list(_launch_test_in_part(pair))
     )
+
+
+_INDICES = {"process_index", "local_process_index", "num_processes"}
+
+
+def _launch_test_in_part(pair: Pair) -> Iterator[Problem]:
+    """`accelerator.process_index != -1`: a test of whether a launcher started the script
+    (`int(os.environ.get("RANK", -1)) != -1`) of which only the env read was rewritten.
+    The Accelerator's index is never -1, so the test holds everywhere and the single-process
+    branch it chose is gone: half a conversion."""
+    for node in pair.after.nodes:
+        if not (isinstance(node, ast.Compare) and len(node.ops) == 1):
+            continue
+        left, right = node.left, node.comparators[0]
+        if isinstance(left, ast.Attribute) and left.attr in _INDICES and "accelerator" in (dotted(left.value) or ""):
+            if isinstance(right, ast.UnaryOp) and isinstance(right.op, ast.USub) and ast.unparse(right) == "-1":
+                yield pair.at_after(
+                    CODE, node,
+                    f"left as written: `{ast.unparse(node)}` compares the Accelerator's {left.attr} with -1, "
+                    "which it never is: a test of whether a launcher started the script was rewritten in "
+                    "part; test `accelerator.num_processes > 1` instead",
+                )
 
 
 def _data_parallel_replaced(pair: Pair) -> Iterator[Problem]:
