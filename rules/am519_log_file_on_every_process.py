@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.cst import wrap_statements
+from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
 # qualified call → the keyword (or first positional argument) naming the file
@@ -38,27 +40,51 @@ class LogFileOnEveryProcess(Rule):
         logging.basicConfig(filename="train.log", level=logging.INFO)
     ```
 
+    ## Fix safety
+    Only `logging.basicConfig(filename=...)` standing alone where the Accelerator is
+    reached is put under `if accelerator.is_main_process:`: the root logger of the other
+    processes then keeps its defaults (warnings and errors to stderr, INFO records
+    dropped), which is what a user who logs to one file wants.
+
     ## Known limits
-    Reported, not fixed: the configuration often sits at module level, before the
-    Accelerator exists, and records logged on the other processes then go to stderr
-    instead; where to log them is the user's choice. A path built from the process's rank
-    is not reported.
+    A file handler (`logging.FileHandler(path)`, often in a helper that builds the logger)
+    and a configuration that sits before the Accelerator exists (module level) are
+    reported, not fixed: where the other processes' records go is the user's choice. A
+    path built from the process's rank is not reported.
     """
 
     code = "AM519"
     name = "log-file-on-every-process"
-    message = "`{call}` makes every process append to `{path}`: each record is written N times, interleaved; configure it on the main process only"
+    message = "`{call}` makes every process append to `{path}`: each record is written N times, interleaved; configure it on the main process only{note}"
     fix_title = "Configure the log file under `if accelerator.is_main_process:`"
-    fix = FixAvailability.NEVER
+    fix = FixAvailability.SOMETIMES
     examples = (
         Example(
             before=(
                 "import logging\nimport torch\n\n"
-                "logging.basicConfig(filename='train.log', level=logging.INFO)\n"
+                "logging.getLogger('train').addHandler(logging.FileHandler('train.log'))\n"
                 "model = torch.nn.Linear(2, 2)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
                 "for x in torch.randn(4, 2):\n    model(x).sum().backward()\n    optimizer.step()\n"
             ),
-            at=("4:1",),
+            at=("4:39",),
+        ),
+        Example(
+            before=(
+                "import logging\nimport torch\n\n\ndef main():\n"
+                "    logging.basicConfig(filename='train.log', level=logging.INFO)\n"
+                "    model = torch.nn.Linear(2, 2)\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "    for x in torch.randn(4, 2):\n        model(x).sum().backward()\n        optimizer.step()\n"
+            ),
+            after=(
+                "import logging\nimport torch\nfrom runtime import Accelerator\n\n\ndef main():\n"
+                "    accelerator = Accelerator(cpu=True)\n"
+                "    if accelerator.is_main_process:\n"
+                "        logging.basicConfig(filename='train.log', level=logging.INFO)\n"
+                "    model = torch.nn.Linear(2, 2)\n    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "    model, optimizer = accelerator.prepare(model, optimizer)\n"
+                "    for x in torch.randn(4, 2):\n        accelerator.backward(model(x).sum())\n        optimizer.step()\n"
+            ),
+            at=("6:5",),
         ),
     )
 
@@ -83,4 +109,18 @@ class LogFileOnEveryProcess(Rule):
             function = branches.function_of(call)
             if function is not None and branches.runs_only_on_main(call):
                 continue
-            self.report(call, call=f"{cst.Module([]).code_for_node(call.func)}(...)", path=text if len(text) <= 40 else "the file")
+            fields = {"call": f"{cst.Module([]).code_for_node(call.func)}(...)", "path": text if len(text) <= 40 else "the file"}
+            line = self._own_line(call)
+            accelerator = analysis.accelerator_at(call)
+            if fact.qualified == "logging.basicConfig" and line is not None and accelerator is not None:
+                wrapper = lambda body, acc=accelerator: cst.If(test=cst.parse_expression(f"{acc}.is_main_process"), body=body)  # noqa: E731
+                edits = [replace(node, new) for node, new in wrap_statements([line], wrapper)]
+                self.report(call, edits=edits, note="", **fields)
+            else:
+                self.report(call, note="", **fields)
+
+    def _own_line(self, call: cst.Call) -> cst.SimpleStatementLine | None:
+        """The line when the call is its one statement, whose result nothing keeps."""
+        expr = self.analysis.parent(call)
+        line = self.analysis.parent(expr) if isinstance(expr, cst.Expr) else None
+        return line if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
