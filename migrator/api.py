@@ -148,8 +148,8 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     that learns one is migrated knowing it: its settings, and so its cache key and task,
     are made again."""
     readable = [i for i in items if i.source is not None and not notebook.is_notebook(i.path)]
-    marks = {"project_unused": b"transformers", "project_distribution": b"init_process_group"}
-    wanted = [f for f, mark in marks.items() if any(mark in i.source.data for i in readable)]
+    marks = {"project_unused": (b"transformers",), "project_distribution": (b"init_process_group", b"FileHandler", b"basicConfig")}
+    wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:
         return
     from migrator import project

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis import dotted_name
 from migrator.cst import wrap_statements
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -93,17 +94,24 @@ class LogFileOnEveryProcess(Rule):
         if not analysis.migrating:
             return
         branches = analysis.branches
+        helpers = {s: kind for s, kind, *_ in self.ctx.config.project_distribution if kind in ("log_file", "log_file_gated")}
+        gated = {s for s, kind in helpers.items() if kind == "log_file_gated"}
         for fact in analysis.facts.calls:
             keyword = _LOG_FILES.get(fact.qualified or "")
+            if helpers.get(dotted_name(fact.node.func) or "") == "log_file":
+                keyword = ""  # another file's helper that opens the log file (`utils.set_logger(path)`)
             if keyword is None:
                 continue
+            function = branches.function_of(fact.node)
+            if function is not None and function.name.value in gated:
+                continue  # every caller in the run configures it on the main process only
             call = fact.node
-            path = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == keyword), None)
-            if path is None and keyword == "filename" and fact.qualified != "logging.basicConfig":
-                path = next((a.value for a in call.args if a.keyword is None), None)
-            if path is None:
+            named = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == keyword), None)
+            first = next((a.value for a in call.args if a.keyword is None), None)
+            path = named if fact.qualified == "logging.basicConfig" else named or first
+            if path is None and keyword:
                 continue
-            text = cst.Module([]).code_for_node(path).strip()
+            text = cst.Module([]).code_for_node(path).strip() if path is not None else "the file it opens"
             if any(word in text for word in ("rank", "process_index")) or branches.branch_of(call) is not None:
                 continue
             function = branches.function_of(call)
@@ -112,7 +120,7 @@ class LogFileOnEveryProcess(Rule):
             fields = {"call": f"{cst.Module([]).code_for_node(call.func)}(...)", "path": text if len(text) <= 40 else "the file"}
             line = self._own_line(call)
             accelerator = analysis.accelerator_at(call)
-            if fact.qualified == "logging.basicConfig" and line is not None and accelerator is not None:
+            if (fact.qualified == "logging.basicConfig" or keyword == "") and line is not None and accelerator is not None:
                 wrapper = lambda body, acc=accelerator: cst.If(test=cst.parse_expression(f"{acc}.is_main_process"), body=body)  # noqa: E731
                 edits = [replace(node, new) for node, new in wrap_statements([line], wrapper)]
                 self.report(call, edits=edits, note="", **fields)

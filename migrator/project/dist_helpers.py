@@ -41,7 +41,8 @@ ATTRIBUTE_VALUES = {
 @dataclass(frozen=True)
 class Helper:
     """`kind`: a key of PROPERTIES, "save_on_master", "reduced" (returns its argument
-    all-reduced: the same on every process) or "setup". For "setup": `attributes`
+    all-reduced: the same on every process), "log_file" (sends the log to a file), or
+    "setup". For "setup": `attributes`
     holds (attribute of its parameter, meaning: a key of ATTRIBUTE_VALUES or "" when
     unknown), and `prints` the helper it calls to silence print on the other processes."""
 
@@ -74,7 +75,22 @@ def _helper(function: ast.FunctionDef, known: dict[str, Helper]) -> Helper | Non
         return None
     if _saves_on_master(function, known):
         return Helper("save_on_master")
+    if _opens_log_file(function):
+        return Helper("log_file")
     return _setup(function, known)
+
+
+def _opens_log_file(function: ast.FunctionDef) -> bool:
+    """`logging.FileHandler(path)` or `logging.basicConfig(filename=...)` in the body: a
+    helper that sends the log to a file (cs230's `set_logger(log_path)`)."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call):
+            name = _callee(node)
+            if name.rsplit(".", 1)[-1] in ("FileHandler", "RotatingFileHandler", "TimedRotatingFileHandler"):
+                return True
+            if name.rsplit(".", 1)[-1] == "basicConfig" and any(k.arg == "filename" for k in node.keywords):
+                return True
+    return False
 
 
 def _reduces_argument(function: ast.FunctionDef) -> bool:
@@ -188,8 +204,8 @@ def _holder_attribute(value: ast.AST, holder: str, meanings: dict[str, set[str]]
     return ""
 
 
-# Only a file that names torch.distributed can define one of these helpers.
-_MARK = b"distributed"
+# Only a file that names torch.distributed, or a log file handler, can define one of these helpers.
+MARKS = (b"distributed", b"FileHandler", b"basicConfig")
 
 
 def distribution_calls(sources: dict[str, bytes], files) -> dict[str, tuple]:
@@ -203,7 +219,7 @@ def distribution_calls(sources: dict[str, bytes], files) -> dict[str, tuple]:
     targets = {c.target for f in files.values() for c in f.calls if c.target[0] != f.path}
     summaries: dict[str, dict[str, Helper]] = {}
     for path in sorted({t[0] for t in targets}):
-        if _MARK in sources.get(path, b""):
+        if any(mark in sources.get(path, b"") for mark in MARKS):
             try:
                 summaries[path] = summarise(ast.parse(sources[path]))
             except (SyntaxError, ValueError):
@@ -226,7 +242,36 @@ def distribution_calls(sources: dict[str, bytes], files) -> dict[str, tuple]:
             calls.add((c.spelling, helper.kind, attributes, prints))
         if calls:
             out[path] = tuple(sorted(calls))
+    for path, names in _gated_log_helpers(sources, files, summaries).items():
+        out[path] = tuple(sorted(set(out.get(path, ())) | {(name, "log_file_gated", (), "") for name in names}))
     return out
+
+
+def _gated_log_helpers(sources: dict[str, bytes], files, summaries: dict[str, dict[str, Helper]]) -> dict[str, set[str]]:
+    """For each helper's file, its log-file helpers whose every call in the run is a
+    statement of its own (the callers put those under `if accelerator.is_main_process:`,
+    AM519), so the file handler inside them is not every process's any more."""
+    calls: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for path, f in files.items():
+        for c in f.calls:
+            if summaries.get(c.target[0], {}).get(c.target[1], Helper("")).kind == "log_file" and c.target[0] != path:
+                calls.setdefault(c.target, []).append((path, c.spelling))
+    out: dict[str, set[str]] = {}
+    for target, where in calls.items():
+        if all(_standalone(sources[path], spelling) for path, spelling in where):
+            out.setdefault(target[0], set()).add(target[1])
+    return out
+
+
+def _standalone(source: bytes, spelling: str) -> bool:
+    """Every call spelled `spelling` in the file is an expression statement of its own."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return False
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _callee(n) == spelling]
+    alone = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+    return bool(found) and all(id(n) in alone for n in found)
 
 
 def _names(files, path: str) -> dict[str, object]:

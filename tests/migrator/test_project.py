@@ -393,3 +393,30 @@ def test_changing_only_a_distribution_helper_recomputes_its_caller(tmp_path) -> 
     changed = _results([root], cache_dir=cache)
     assert changed["main.py"].after == changed["main.py"].before
     assert any(f.code == "AM955" and "init_distributed_mode" in f.message for f in changed["main.py"].findings)
+
+
+LOGGER = '''\
+import logging
+
+
+def set_logger(log_path):
+    logger = logging.getLogger()
+    logger.setLevel(logging.INFO)
+    logger.addHandler(logging.FileHandler(log_path))
+'''
+
+
+def test_a_log_file_helper_of_another_file_is_set_up_on_the_main_process(tmp_path) -> None:
+    """`utils.set_logger(path)` opens a file handler: called by every process, each record
+    is appended N times. The caller calls it on the main process only, and the helper's
+    own file handler is then not reported (every caller of the run gates it)."""
+    train = TRAIN.replace("import engine\n", "import engine\nimport utils\n", 1).replace(
+        "def main():\n", "def main():\n    utils.set_logger('train.log')\n"
+    )
+    assert "utils.set_logger('train.log')" in train
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "utils.py": LOGGER})
+    results = _results([root])
+    assert "    if accelerator.is_main_process:\n        utils.set_logger('train.log')\n" in results["train.py"].after
+    assert not [f for f in results["utils.py"].findings if f.code == "AM519"]
+    alone = _results([str(tmp_path / "utils.py")])
+    assert alone["utils.py"].after == LOGGER  # nothing trains here: nothing migrated, nothing said

@@ -9,6 +9,7 @@ from migrator import project
 from migrator.project.dist_helpers import Helper, summarise
 
 UTILS = textwrap.dedent('''\
+    import logging
     import os
 
     import torch
@@ -51,6 +52,10 @@ UTILS = textwrap.dedent('''\
         pass
 
 
+    def log_to(path):
+        logging.getLogger().addHandler(logging.FileHandler(path))
+
+
     def join(opts):
         if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
             opts.rank = int(os.environ["RANK"])
@@ -76,6 +81,7 @@ def test_each_helper_is_read_from_its_body_whatever_its_name() -> None:
     assert found["main_process"] == Helper("is_main_process")
     assert found["save_main"] == Helper("save_on_master")
     assert found["mean_over_ranks"] == Helper("reduced")
+    assert found["log_to"] == Helper("log_file")
     assert "ready" not in found and "setup_for_distributed" not in found
     join = found["join"]
     assert join.kind == "setup" and join.prints == "setup_for_distributed"
