@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis.saving import state_dict_saved
-from migrator.analysis.wrapped import MODULE_API, WrappedUse, forward_in_training_step, wrapped_uses
+from migrator.analysis import dotted_name
+from migrator.analysis.wrapped import MODULE_API, WrappedUse, forward_in_training_step, prepared_model_at, wrapped_uses
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -16,6 +17,14 @@ _WHY = {
     "load_state_dict": "it expects keys with DDP's `module.` prefix on N processes",
     "no_sync": "only the DDP wrapper has it, and the model is not wrapped on one process",
 }
+# Calls that trace or inspect the model they are given, outside training.
+_TRACERS = {"torch.jit.trace", "torch.jit.script", "torchinfo.summary", "torchsummary.summary", "thop.profile"}
+_TRACED = "a tracer cannot trace the DDP wrapper it is on N processes; give it the model"
+# torch.nn.Module's API that tells the structure: on N processes the DDP wrapper's only child
+# is `module`, and every name gains `module.` (`list(model.children())[-1]` is the whole model).
+_STRUCTURE = {"children", "named_children", "named_modules", "named_parameters", "named_buffers"}
+for _name in _STRUCTURE:
+    _WHY[_name] = "on N processes the DDP wrapper's only child is `module` and every name gains `module.`"
 
 # DDP's switches a script sets on the wrapper (`model.require_backward_grad_sync = last`
 # during gradient accumulation): on N processes they act on the prepared DDP wrapper; on
@@ -33,7 +42,8 @@ class PreparedModelAttribute(Rule):
     to go through `accelerator.unwrap_model(model)`; `with model.no_sync():` becomes
     `with accelerator.no_sync(model):`. torch.nn.Module's own API (`parameters()`,
     `train()`, `eval()`, `to()`, `zero_grad()`, `modules()`, hooks, calling the model)
-    stays on the wrapper, and so do DDP's own switches set during gradient accumulation
+    stays on the wrapper, but not what tells its structure (`children()`,
+    `named_parameters()`, `named_modules()`: the wrapper's only child is `module`), and so do DDP's own switches set during gradient accumulation
     (`model.require_backward_grad_sync = ...`).
 
     ## Why is this bad?
@@ -70,7 +80,7 @@ class PreparedModelAttribute(Rule):
 
     code = "AM205"
     name = "prepared-model-attribute"
-    message = "`{name}.{attr}` on the prepared model: {why}{note}"
+    message = "`{use}` on the prepared model: {why}{note}"
     fix_title = "Use `accelerator.unwrap_model(model).attr`"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -90,13 +100,35 @@ class PreparedModelAttribute(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         for use in wrapped_uses(self.analysis):
-            if use.attr in MODULE_API or use.attr == "module":
+            if use.attr in MODULE_API and use.attr not in _STRUCTURE or use.attr == "module":
                 continue  # the wrapper answers alike; `.module` is AM204's
             if use.attr in DDP_SWITCHES and isinstance(self.analysis.parent(use.attribute), cst.AssignTarget):
                 continue  # DDP's own switch, set on the wrapper: inert on the bare model of one process
             if use.attr == "state_dict" and self._saved(use):
                 continue  # AM501 unwraps a saved state dict
             self._check(use)
+        self._traced()
+
+    def _traced(self) -> None:
+        """`writer.add_graph(model, x)`, `torch.jit.trace(model, x)`, `summary(model, ...)`:
+        a tracer runs the model it is given outside training; on N processes the DDP
+        wrapper cannot be traced (and would wait for the other processes' all-reduce)."""
+        analysis = self.analysis
+        for fact in analysis.facts.calls:
+            qualified = fact.qualified or dotted_name(fact.node.func) or ""
+            if not (qualified.rsplit(".", 1)[-1] == "add_graph" or qualified in _TRACERS):
+                continue
+            first = next((a for a in fact.node.args if a.keyword is None), None)
+            name = prepared_model_at(analysis, first.value) if first is not None else None
+            if name is None:
+                continue
+            accelerator = analysis.accelerator_at(fact.node)
+            fields = {"use": f"{qualified.rsplit('.', 1)[-1]}({name}, ...)", "why": _TRACED}
+            if accelerator is None:
+                self.report(first.value, note=" (left as written: the Accelerator cannot be reached from here)", **fields)
+                continue
+            new = cst.parse_expression(f"{accelerator}.unwrap_model({name})")
+            self.report(first.value, edits=[replace(first.value, new)], note="", **fields)
 
     def _saved(self, use: WrappedUse) -> bool:
         call = self.analysis.parent(use.attribute)
@@ -104,7 +136,7 @@ class PreparedModelAttribute(Rule):
 
     def _check(self, use: WrappedUse) -> None:
         accelerator = self.analysis.accelerator_at(use.attribute)
-        fields = {"name": use.name, "attr": use.attr, "why": _WHY.get(use.attr, _WHY[""])}
+        fields = {"use": f"{use.name}.{use.attr}", "why": _WHY.get(use.attr, _WHY[""])}
         if accelerator is None:
             self.report(use.attribute, note=" (left as written: the Accelerator cannot be reached from here)", **fields)
             return

@@ -204,6 +204,9 @@ def _gather(fact: LoopFact, facts: Facts, roles: RoleTable, parent) -> MetricsGa
             new = fresh_name(f"all_{name}", taken)
             names[names.index(name)] = new
             renames.append((name, new))
+    for name, reduction in list(scalars.items()):
+        if reduction == "mean" and _summed_over_dataset(fact, facts, statements, name):
+            scalars[name] = "sum"
     reductions = tuple((n, r, loop.bound[n][2]) for n, r in sorted(scalars.items(), key=lambda i: loop.bound[i[0]][0]))
     return MetricsGather(
         fact.node, tuple(statements), tuple(names), after, tuple(arg_gathers), reason, statements[0],
@@ -229,6 +232,27 @@ def _scalar_read(value: cst.CSTNode, loop: EvalLoop) -> str | None:
 
     walk(value, _Find())
     return f"`{found}` is one number per process; reduce it with `accelerator.reduce` first" if found else None
+
+
+def _summed_over_dataset(fact: LoopFact, facts: Facts, statements: list[cst.BaseSmallStatement], name: str) -> bool:
+    """`test_loss += loss.item()` in the loop, `test_loss / len(loader.dataset)` after it:
+    the batch losses add up over the whole data set, so each batch's is summed across
+    processes (averaged, the total would cover 1/N of the batches)."""
+    totals = {
+        dotted_name(s.target) for s in statements
+        if isinstance(s, cst.AugAssign) and any(n.value == name for n in names_in(s.value))
+    }
+    start = facts.order.get(fact.node, 0)
+    for node in facts.by_type.get("BinaryOperation", ()):
+        if not isinstance(node.operator, cst.Divide) or dotted_name(node.left) not in totals:
+            continue
+        right = node.right
+        if facts.order.get(node, 0) <= start or not (isinstance(right, cst.Call) and dotted_name(right.func) == "len"):
+            continue
+        argument = right.args[0].value if right.args else None
+        if isinstance(argument, cst.Attribute) and argument.attr.value == "dataset":
+            return True
+    return False
 
 
 def _aggregated_later(found: MetricsGather, fact: LoopFact, facts: Facts, reducers: frozenset[str] = frozenset()) -> bool:

@@ -67,6 +67,19 @@ def wrapped_uses(analysis: "ScriptAnalysis") -> list[WrappedUse]:
     return out
 
 
+def prepared_model_at(analysis: "ScriptAnalysis", expr: cst.BaseExpression) -> str | None:
+    """The name of the prepared model `expr` (a plain or dotted name) is at that place:
+    after its prepare() and not bound again since; None otherwise."""
+    models = prepared_models(analysis)
+    name = dotted_name(expr)
+    if name is None or name not in models or not holds_prepared_model(analysis, expr, name, models):
+        return None
+    use = WrappedUse(expr, name, expr)  # type: ignore[arg-type]
+    if _before_prepare(analysis, use, models[name]) or _rebound_since_prepare(analysis, use, models[name]):
+        return None
+    return name
+
+
 def _before_prepare(analysis: "ScriptAnalysis", use: WrappedUse, prepares: list[cst.Call]) -> bool:
     """`self.model.x` above the prepare() of the same method: still the plain model."""
     scope = analysis.scope_of(use.holder)
