@@ -23,7 +23,40 @@ _DEVICE_WORDS = ("device", "cuda", "gpu", "rank", "DEVICE")
 def check(pair: Pair) -> list[Problem]:
     if not pair.after.prepares:
         return []
-    return list(_removed_moves(pair)) + list(_never_placed(pair)) + list(_two_devices(pair))
+    return list(_removed_moves(pair)) + list(_never_placed(pair)) + list(_two_devices(pair)) + list(_flag_emptied(pair))
+
+
+def _flag_emptied(pair: Pair) -> Iterator[Problem]:
+    """`if args.gpu: x = x.cuda()` whose moves the migration removed (`if args.gpu: pass`)
+    while the Accelerator is created without `cpu=`: the flag no longer chooses the
+    device (the Accelerator takes the GPU whatever the user asks, and code still reading
+    the flag puts other tensors elsewhere)."""
+    after = pair.after
+    accelerators = [c for c in after.calls if last(call_name(c)) == "Accelerator"]
+    if not accelerators or any(k.arg == "cpu" for c in accelerators for k in c.keywords):
+        return
+    emptied = [
+        n for n in after.nodes
+        if isinstance(n, ast.If) and len(n.body) == 1 and isinstance(n.body[0], ast.Pass) and not n.orelse
+        and isinstance(n.test, (ast.Name, ast.Attribute))
+    ]
+    moved_before = {
+        ast.unparse(n.test) for n in pair.before.nodes
+        if isinstance(n, ast.If) and isinstance(n.test, (ast.Name, ast.Attribute)) and any(
+            isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr in ("cuda", "to")
+            for s in n.body for m in ast.walk(s)
+        )
+    }
+    for node in emptied:
+        flag = ast.unparse(node.test)
+        if flag in moved_before:
+            yield pair.at_after(
+                CODE, node,
+                f"left as written: the moves under `if {flag}:` would go, but the Accelerator would be "
+                f"created without `cpu=`, so `{flag}` would no longer choose the device; create it after "
+                f"the arguments are read, as `Accelerator(cpu=not {flag})`, then migrate",
+            )
+            return
 
 
 def _two_devices(pair: Pair) -> Iterator[Problem]:

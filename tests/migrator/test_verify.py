@@ -480,3 +480,25 @@ def test_an_accelerator_method_named_like_a_method_of_the_class_is_not_that_meth
     before = _MAIN_ONLY.format(save="torch.save(self.state, 'a.pt')", call="torch.save(self.state, 'b.pt')")
     after = _MAIN_ONLY.format(save="self.accelerator.save(self.state, 'a.pt')", call="self.accelerator.save(self.state, 'b.pt')")
     assert [p.code for p in verify(before, after)] == []
+
+
+def test_moves_removed_under_a_device_flag_without_cpu_option_are_refused() -> None:
+    before = textwrap.dedent('''\
+        import torch
+        args = get_args()
+        net = torch.nn.Linear(2, 2)
+        if args.gpu:
+            net = net.cuda()
+    ''')
+    after = textwrap.dedent('''\
+        import torch
+        from runtime import Accelerator
+        args = get_args()
+        accelerator = Accelerator()
+        net = torch.nn.Linear(2, 2)
+        if args.gpu:
+            pass
+        net = accelerator.prepare(net)
+    ''')
+    assert [p.code for p in verify(before, after)] == ["AM953"]
+    assert [p.code for p in verify(before, after.replace("Accelerator()", "Accelerator(cpu=not args.gpu)"))] == []
