@@ -5,7 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import DeviceMove
-from migrator.analysis.removal import removal_unit
+from migrator.analysis.device_choice import AVAILABILITY
+from migrator.analysis.names import dotted_name
+from migrator.analysis.removal import removal_unit, shared_removals
 from migrator.cst import is_noop, removal_node
 from migrator.edits import Fix, remove, replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -102,10 +104,41 @@ class TensorToDevice(Rule):
                 continue
             statement = analysis.statement_of(move.call) or move.call
             by_statement.setdefault(id(statement), (statement, []))[1].append(move)
+        noops = [s for s, moves in by_statement.values() if self._emptied(s, moves) and self._device_gated(s)]
+        # statements emptied together share one Fix: `if args.gpu:` holding only moves goes whole
+        removals = shared_removals(
+            noops, analysis.parent, analysis.imports
+        )
         for statement, moves in by_statement.values():
-            fix = self._fix(statement, moves)
+            fix = removals.get(id(statement)) or self._fix(statement, moves)
             for move in moves:
                 self.report(move.call, edits=fix, move=self._describe(move))
+
+    def _device_gated(self, statement: cst.CSTNode) -> bool:
+        """In the body of an `if` that only asks whether to use the GPU: a switch the
+        Accelerator's `cpu=` now carries, or an availability check. Under any other test
+        (`if args.gpu is not None:`) a body left with `pass` is kept for the verifier to judge."""
+        analysis = self.analysis
+        line = analysis.parent(statement)
+        block = analysis.parent(line) if line is not None else None
+        owner = analysis.parent(block) if isinstance(block, cst.IndentedBlock) else None
+        if not isinstance(owner, cst.If):
+            return False
+        test = owner.test
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test = test.expression
+        switches = {c.name for c in (analysis.patterns.devices if analysis.patterns is not None else ()) if c.flag}
+        if dotted_name(test) in switches:
+            return True
+        return isinstance(test, cst.Call) and analysis.imports.qualify(test.func) in AVAILABILITY
+
+    @staticmethod
+    def _emptied(statement: cst.CSTNode, moves: list[DeviceMove]) -> bool:
+        """`x = x.cuda()` / `model.cuda()`: nothing is left once the moves go."""
+        if not isinstance(statement, cst.BaseSmallStatement):
+            return False
+        new = statement.visit(_StripMoves({id(m.call): m for m in moves}))
+        return isinstance(new, cst.BaseSmallStatement) and is_noop(new)
 
     def _fix(self, statement: cst.CSTNode, moves: list[DeviceMove]) -> Fix:
         strip = _StripMoves({id(m.call): m for m in moves})

@@ -27,7 +27,7 @@ from migrator.analysis.walk import walk
 if TYPE_CHECKING:
     from migrator.analysis import ScriptAnalysis
 
-_AVAILABILITY = (
+AVAILABILITY = (
     "torch.cuda.is_available",
     "torch.accelerator.is_available",
     "torch.backends.mps.is_available",
@@ -166,7 +166,7 @@ class _Reader:
         if isinstance(expr, cst.BooleanOperation):
             left, right = self.read(expr.left), self.read(expr.right)
             return _and(left, right) if isinstance(expr.operator, cst.And) else _or(left, right)
-        if isinstance(expr, cst.Call) and self.imports.qualify(expr.func) in _AVAILABILITY:
+        if isinstance(expr, cst.Call) and self.imports.qualify(expr.func) in AVAILABILITY:
             return True
         if isinstance(expr, cst.Name) and expr.value in {"True", "False"}:
             return expr.value == "True"
@@ -196,7 +196,7 @@ def _checks_availability(expr: cst.CSTNode, imports: ImportTable) -> bool:
     class _Find(cst.CSTVisitor):
         def visit_Call(self, node: cst.Call) -> None:
             nonlocal found
-            found = found or imports.qualify(node.func) in _AVAILABILITY
+            found = found or imports.qualify(node.func) in AVAILABILITY
 
     walk(expr, _Find())
     return found
@@ -356,7 +356,7 @@ def _flag_choices(facts: Facts, parent: Callable, chosen: set) -> list[DeviceCho
     variable: the user asked for the CPU when the flag is false."""
     lines = set()
     for c in facts.calls:  # the statements that check availability: few, found without a walk
-        if c.qualified in _AVAILABILITY:
+        if c.qualified in AVAILABILITY:
             node = c.node
             while node is not None and not isinstance(node, cst.SimpleStatementLine):
                 node = parent(node)
@@ -373,12 +373,76 @@ def _flag_choices(facts: Facts, parent: Callable, chosen: set) -> list[DeviceCho
         while small is not None and not isinstance(small, cst.BaseSmallStatement):
             small = parent(small)
         out.append(DeviceChoice(b.name, b.scope, small or b.statement, (b,), _render(cpu), flag=True))
+    out += _option_flag_choices(facts, parent, chosen | {c.scope for c in out})
     return out
 
 
-def _gates_moves(facts: Facts, name: str) -> bool:
+def _option_flag_choices(facts: Facts, parent: Callable, chosen: set) -> list[DeviceChoice]:
+    """`parser.add_argument("--gpu", action="store_true")` read as `args.gpu` by an `if`
+    that moves something (`if args.gpu: x = x.cuda()`), with no device variable: the
+    switch the user flips to train on the GPU, so `cpu=not args.gpu`. Only a
+    store_true/store_false switch counts (an option that holds a GPU index does not say
+    "CPU" when it is 0), and only when the parsed namespace is bound once."""
+    parsed = [b for b in facts.bindings if b.element is None and _is_parse_args(b.value) and "." not in b.name]
+    if len(parsed) != 1 or parsed[0].scope in chosen:
+        return []
+    namespace = parsed[0]
+    out = []
+    for dest in sorted(_switches(facts)):
+        name = f"{namespace.name}.{dest}"
+        if any(b.name == name for b in facts.bindings):
+            continue
+        if _gates_moves(facts, name):
+            cpu = f"not {name}"  # `if args.gpu: x = x.cuda()`
+        elif _gates_moves(facts, name, negated=True):
+            cpu = name  # `if not args.no_cuda: x = x.cuda()`
+        else:
+            continue
+        small = namespace.target
+        while small is not None and not isinstance(small, cst.BaseSmallStatement):
+            small = parent(small)
+        out.append(DeviceChoice(name, namespace.scope, small or namespace.statement, (namespace,), cpu, flag=True))
+    return out[:1] if len(out) == 1 else []
+
+
+def _is_parse_args(value: cst.BaseExpression | None) -> bool:
+    return (
+        isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == "parse_args"
+    )
+
+
+def _switches(facts: Facts) -> set[str]:
+    """The destinations of `add_argument(..., action="store_true"|"store_false")`."""
+    out = set()
+    for c in facts.calls:
+        call = c.node
+        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument"):
+            continue
+        keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+        action = keywords.get("action")
+        if not (isinstance(action, cst.SimpleString) and action.evaluated_value in {"store_true", "store_false"}):
+            continue
+        dest = keywords.get("dest")
+        if isinstance(dest, cst.SimpleString):
+            out.add(str(dest.evaluated_value))
+            continue
+        flags = [str(a.value.evaluated_value) for a in call.args if a.keyword is None and isinstance(a.value, cst.SimpleString)]
+        longs = [f for f in flags if f.startswith("--")] or flags
+        if longs:
+            out.add(longs[0].lstrip("-").replace("-", "_"))
+    return out
+
+
+def _gates_moves(facts: Facts, name: str, negated: bool = False) -> bool:
+    """An `if name:` (`if not name:` when `negated`) whose body moves something."""
     for node in facts.by_type.get("If", []):
-        if dotted_name(node.test) != name:
+        test = node.test
+        if negated:
+            if not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)):
+                continue
+            test = test.expression
+        if dotted_name(test) != name:
             continue
         found = False
 

@@ -38,11 +38,11 @@ def _flag_emptied(pair: Pair) -> Iterator[Problem]:
     emptied = [
         n for n in after.nodes
         if isinstance(n, ast.If) and len(n.body) == 1 and isinstance(n.body[0], ast.Pass) and not n.orelse
-        and isinstance(n.test, (ast.Name, ast.Attribute))
+        and _option_test(n.test)
     ]
     moved_before = {
         ast.unparse(n.test) for n in pair.before.nodes
-        if isinstance(n, ast.If) and isinstance(n.test, (ast.Name, ast.Attribute)) and any(
+        if isinstance(n, ast.If) and _option_test(n.test) and any(
             isinstance(m, ast.Call) and isinstance(m.func, ast.Attribute) and m.func.attr in ("cuda", "to")
             for s in n.body for m in ast.walk(s)
         )
@@ -54,9 +54,25 @@ def _flag_emptied(pair: Pair) -> Iterator[Problem]:
                 CODE, node,
                 f"left as written: the moves under `if {flag}:` would go, but the Accelerator would be "
                 f"created without `cpu=`, so `{flag}` would no longer choose the device; create it after "
-                f"the arguments are read, as `Accelerator(cpu=not {flag})`, then migrate",
+                f"the arguments are read, as `Accelerator(cpu={_negated(flag)})`, then migrate",
             )
             return
+
+
+def _negated(test: str) -> str:
+    if test.startswith("not "):
+        return test[4:]
+    return f"not ({test})" if " " in test else f"not {test}"
+
+
+def _option_test(test: ast.expr) -> bool:
+    """`args.gpu`, `not args.no_cuda`, `args.gpu is not None`, `args.gpu >= 0`: a test of
+    what the user asked for."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if isinstance(test, ast.Compare) and len(test.comparators) == 1:
+        test = test.left if isinstance(test.comparators[0], ast.Constant) else test
+    return isinstance(test, (ast.Name, ast.Attribute))
 
 
 def _two_devices(pair: Pair) -> Iterator[Problem]:

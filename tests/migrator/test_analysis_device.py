@@ -164,6 +164,12 @@ def test_batches_of_a_loader_that_is_never_prepared_keep_their_moves():
             None,
         ),
         ("args.cuda = not args.no_cuda and torch.cuda.is_available()\nif args.cuda:\n    model.cuda()", "args.no_cuda"),
+        # a store_true switch the script reads where it moves things
+        ('parser.add_argument("-gpu", action="store_true")\nif args.gpu:\n    model.cuda()', "not args.gpu"),
+        ('parser.add_argument("--no-cuda", action="store_true")\nif not args.no_cuda:\n    model.cuda()', "args.no_cuda"),
+        ('parser.add_argument("--fast", dest="use_gpu", action="store_true")\nif args.use_gpu:\n    model.cuda()', "not args.use_gpu"),
+        # an option holding a GPU index is no switch
+        ('parser.add_argument("--gpu", type=int, default=None)\nif args.gpu:\n    model.cuda()', None),
     ],
 )
 def test_the_users_cpu_choice_becomes_the_cpu_option(choice, cpu):

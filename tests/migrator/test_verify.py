@@ -502,3 +502,26 @@ def test_moves_removed_under_a_device_flag_without_cpu_option_are_refused() -> N
     ''')
     assert [p.code for p in verify(before, after)] == ["AM953"]
     assert [p.code for p in verify(before, after.replace("Accelerator()", "Accelerator(cpu=not args.gpu)"))] == []
+
+
+def test_moves_removed_under_a_gpu_index_option_name_the_negated_test() -> None:
+    before = textwrap.dedent('''\
+        import torch
+        args = get_args()
+        net = torch.nn.Linear(2, 2)
+        if args.gpu is not None:
+            net = net.cuda(args.gpu)
+    ''')
+    after = textwrap.dedent('''\
+        import torch
+        from runtime import Accelerator
+        args = get_args()
+        accelerator = Accelerator()
+        net = torch.nn.Linear(2, 2)
+        if args.gpu is not None:
+            pass
+        net = accelerator.prepare(net)
+    ''')
+    problems = verify(before, after)
+    assert [p.code for p in problems] == ["AM953"]
+    assert "Accelerator(cpu=not (args.gpu is not None))" in problems[0].message
