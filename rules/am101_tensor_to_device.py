@@ -22,8 +22,6 @@ def _reduced(move: DeviceMove, updated: cst.Call) -> cst.BaseExpression:
         return receiver.with_changes(lpar=[], rpar=[]) if _safe_unparen(receiver) else receiver
     kept_ids = {id(a) for a in move.kept_args}
     kept = [u for o, u in zip(move.call.args, updated.args) if id(o) in kept_ids]
-    if not kept:  # kept args were rebuilt (comma changes); fall back to the computed ones
-        kept = list(move.kept_args)
     kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return updated.with_changes(args=kept)
 

@@ -158,9 +158,7 @@ def device_move(call: cst.Call, device_names: set[str], imports: ImportTable) ->
         kept.append(arg)
     if device_arg is None:
         return None
-    if kept:
-        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-    return DeviceMove(call, func.value, device_arg, tuple(kept))
+    return DeviceMove(call, func.value, device_arg, tuple(kept))  # the call's own Arg nodes
 
 
 # Which moves prepare() makes redundant ------------------------------------------------

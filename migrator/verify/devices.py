@@ -181,7 +181,7 @@ def _removed_moves(pair: Pair) -> Iterator[tuple]:
             yield Pair.at_before(
                 CODE, call,
                 f"left as written: the move of `{what}` here also sets `{lost}`, which would be lost with "
-                "the move; keep that part (`.to({lost})`)",
+                f"the move; keep that part (`.to({lost})`)",
             )
             continue
         if _placed_by_prepare(pair, what, call) or _from_prepared_loader(pair, what, call):
