@@ -168,6 +168,9 @@ def make_plan(
             if contains_len_of(value, loaders, values):
                 left_out.append((cand.name, "sized from len(dataloader): built after prepare from the per-process length"))
                 continue
+            if _follows_a_metric(value):
+                left_out.append((cand.name, FOLLOWS_A_METRIC))
+                continue
             if cand.name in batch_stepped:
                 pass  # stepped per batch by a function of another file of the run
             elif stepped_elsewhere(facts, cand.name):
@@ -182,6 +185,14 @@ def make_plan(
     chosen.sort(key=lambda c: (_ROLE_ORDER.index(c.role), c.index))
     groups = _place(block, chosen, [u for u in lens if u.index is not None])
     return PreparePlan(block, groups, tuple(left_out))
+
+
+FOLLOWS_A_METRIC = "a ReduceLROnPlateau steps on a metric, once per call: prepared, it would step once per process"
+
+
+def _follows_a_metric(value: cst.BaseExpression | None) -> bool:
+    """`ReduceLROnPlateau(optimizer, ...)`: stepped with a metric, never per batch."""
+    return isinstance(value, cst.Call) and (dotted_name(value.func) or "").split(".")[-1] == "ReduceLROnPlateau"
 
 
 def _follow_aliases(facts: Facts, block: Block, latest: dict[str, _Candidate], owners: set[str], parent) -> None:
