@@ -178,13 +178,17 @@ def option_status(analysis: "ScriptAnalysis", keyword: str) -> tuple[cst.Call | 
     """What a rule needs to make the Accelerator take the option `keyword`:
     (the existing call to add it to, or None when it is there already or AM001 writes it;
     the option; the reason it cannot be had, or None)."""
-    from migrator.analysis.reach import accelerator_home
+    from migrator.analysis.reach import CALLERS_STUB, accelerator_home
 
     patterns = analysis.patterns
     option = option_of(patterns.options, keyword) if patterns is not None else None
     home = accelerator_home(analysis)
     if option is None or home is None:
         return None, option, "no Accelerator is created for this code"
+    if isinstance(home.scope, cst.FunctionDef) and home.scope.name.value == CALLERS_STUB:
+        if home.call is not None and has_keyword(home.call, keyword):
+            return None, option, None
+        return None, option, f"the Accelerator comes from the caller in another file; pass `{option.code}` to it there by hand"
     if home.call is not None and has_keyword(home.call, keyword):
         return None, option, None
     if not available(analysis, home, option):

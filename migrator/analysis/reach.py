@@ -32,6 +32,11 @@ class AcceleratorHome:
     statement: cst.CSTNode | None  # the statement that creates it, None while only planned
 
 
+# The function a run of several files appends below an engine while it is migrated: its
+# callers, with an Accelerator that stands for the one their own file creates
+# (migrator/project/stub.py). Options given to that stand-in would be lost with it.
+CALLERS_STUB = "_accel_migrate_callers"
+
 _HOMES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _INJECTED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 

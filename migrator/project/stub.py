@@ -4,11 +4,12 @@ again before anything is shown or written."""
 
 from __future__ import annotations
 
+from migrator.analysis.reach import CALLERS_STUB
 from migrator.findings import FileResult, FileStatus
 from migrator.project.calls import MAIN_ONLY
 from migrator.project.index import ACCELERATOR, Function
 
-STUB = "_accel_migrate_callers"
+STUB = CALLERS_STUB
 SEPARATOR = "\n\n\n# accel-migrate: the callers in other files of this run (removed after migration)\n"
 
 

@@ -420,3 +420,23 @@ def test_a_log_file_helper_of_another_file_is_set_up_on_the_main_process(tmp_pat
     assert not [f for f in results["utils.py"].findings if f.code == "AM519"]
     alone = _results([str(tmp_path / "utils.py")])
     assert alone["utils.py"].after == LOGGER  # nothing trains here: nothing migrated, nothing said
+
+
+def test_an_engines_autocast_stays_while_its_precision_cannot_reach_the_callers_accelerator(tmp_path) -> None:
+    """The engine sees a stand-in Accelerator for its callers; a precision given to that
+    stand-in would be lost with it, so the engine's autocast region is kept and reported
+    (AM404) instead of becoming `accelerator.autocast()` under an Accelerator without it."""
+    engine = ENGINE.replace(
+        "        loss = torch.nn.functional.mse_loss(model(x), y)\n",
+        "        with torch.autocast(\"cuda\", dtype=torch.float16):\n"
+        "            loss = torch.nn.functional.mse_loss(model(x), y)\n",
+    )
+    assert engine != ENGINE
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": engine})
+    results = _results([root])
+    after = results["engine.py"].after
+    assert 'with torch.autocast("cuda", dtype=torch.float16):' in after
+    assert "accelerator.autocast()" not in after
+    assert "mixed_precision" not in results["train.py"].after
+    held = [f for f in results["engine.py"].findings if f.code == "AM404"]
+    assert held and "comes from the caller in another file" in held[0].message
