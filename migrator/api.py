@@ -197,12 +197,12 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
 
     def migrate(
         path: str, calls: tuple[str, ...], stub: str, stepped: tuple[str, ...], loaders: tuple = (), states: tuple = (),
-        plain: tuple[str, ...] = (), fix: bool = True,
+        plain: tuple[str, ...] = (), unthreaded: tuple[str, ...] = (), fix: bool = True,
     ) -> FileResult:
         item = by_path[path]
         config = replace(
             item.config, project_calls=calls, project_callers=stub, project_stepped=stepped, project_loaders=loaders,
-            project_states=states, project_plain=plain, fix=fix,
+            project_states=states, project_plain=plain, project_unthreaded=unthreaded, fix=fix,
         )
         return _cached(store, item, config, lambda: _migrate_in_project(item, config, stub))
 

@@ -27,6 +27,11 @@ _UNREACHED = (
     "no Accelerator reaches this call, so it cannot be passed in; `{module}` is left as written "
     "(its own findings say what it needs)"
 )
+_LEFT_ALONE = (
+    "`{module}` is in this run, but this function is left without the Accelerator (a caller the "
+    "run does not change, or a migration that would not be whole: its own findings say what it needs)"
+)
+_READS_WHOLE = "; it reads {loaders} unprepared (left out of prepare()), so it sees all the data on every process"
 _ROLES = {Role.MODEL: "model", Role.OPTIMIZER: "optimizer", Role.DATALOADER: "loader", Role.SCHEDULER: "scheduler"}
 
 
@@ -65,6 +70,11 @@ class TrainingInAnotherModule(Rule):
     no Accelerator to pass, the function is used as a value, or the engine's migration
     does not take the parameter, both files are left as they are alone, with this
     finding and AM913's (migrator/project/).
+
+    A function of the run that cannot take the parameter (a caller outside the run,
+    in a file of the checkout the run leaves alone) keeps this finding, saying so; a loader
+    that only such functions read is left out of prepare(), so they compute on all of the
+    data on every process (the same numbers as on one) rather than on a share.
 
     ## Known limits
     A module counts as the project's own when its import root is not a known library;
@@ -123,7 +133,10 @@ class TrainingInAnotherModule(Rule):
             if not what:
                 continue
             seen.add(qualified)
-            self.report(c.node, call=c.func or function, module=module, what=what, advice=_ADVICE.format(module=module))
+            advice = _ADVICE.format(module=module)
+            if c.func in self.ctx.config.project_unthreaded:
+                advice = _LEFT_ALONE.format(module=module) + _whole_loaders(analysis, c.node)
+            self.report(c.node, call=c.func or function, module=module, what=what, advice=advice)
 
     def _pass_accelerator(self, spellings: set[str]) -> None:
         """In a run of several files (migrator/project/): every call of a function the
@@ -143,6 +156,16 @@ class TrainingInAnotherModule(Rule):
                 continue
             edit = replace(c.node, _with_keyword(c.node, reach))
             self.report(c.node, edits=[edit], call=c.func, module=module, what=what, advice=_PASSED.format(module=module))
+
+
+def _whole_loaders(analysis, call: cst.Call) -> str:
+    """The loaders handed to `call` that the migration leaves unprepared."""
+    prepared = analysis.prepared
+    loaders = [
+        f"`{name}`" for name in (cst.Module([]).code_for_node(a.value).strip() for a in call.args)
+        if analysis.roles.of(name) is Role.DATALOADER and name not in prepared
+    ]
+    return _READS_WHOLE.format(loaders=", ".join(loaders)) if loaders else ""
 
 
 def _given(analysis, call: cst.Call) -> str:

@@ -201,7 +201,7 @@ class ScriptAnalysis:
 def analyze(
     wrapper: MetadataWrapper, *, batch_stepped: frozenset[str] = frozenset(),
     loader_calls: dict[str, tuple[int, ...]] | None = None, unused_models: dict[str, str] | None = None,
-    distribution_helpers: dict[str, list] | None = None,
+    distribution_helpers: dict[str, list] | None = None, unthreaded_calls: frozenset[str] = frozenset(),
 ) -> ScriptAnalysis:
     """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy).
     `batch_stepped`: schedulers handed to a function of another file of the run that steps
@@ -209,7 +209,8 @@ def analyze(
     functions of other files of the run that return DataLoaders (roles.assign_roles);
     `unused_models`: model classes of other files of the run whose parameters get no
     gradient (analysis.ddp_options); `distribution_helpers`: calls of other files' distribution
-    helpers → [kind, attributes, print helper] (migrator/project/dist_helpers.py)."""
+    helpers → [kind, attributes, print helper] (migrator/project/dist_helpers.py);
+    `unthreaded_calls`: calls of functions of other files of the run that get no Accelerator."""
     module = wrapper.module
     tables = node_tables(module)
     parents, by_type = tables.parents, tables.by_type
@@ -231,7 +232,7 @@ def analyze(
     lens = len_uses(facts, roles, block, parent)
     plan = None
     if block is not None and not prepare_calls and not acc_names:
-        plan = make_plan(facts, roles, block, first_use, lens, parent, batch_stepped)
+        plan = make_plan(facts, roles, block, first_use, lens, parent, batch_stepped, unthreaded_calls)
     prepared = {t for p in prepare_calls for t in p.targets if t} | (plan.names if plan else set())
     dev_vars = device_variables(facts)
     worker_ranks = worker_rank_names(facts, parent)

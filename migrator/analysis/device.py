@@ -296,7 +296,11 @@ def _prepared_loader(facts: Facts, loop, prepared: set[str], placed: frozenset[i
 
 
 def _callers_pass_prepared(facts: Facts, function: cst.FunctionDef, param: str, prepared, placed, depth: int) -> bool:
+    from migrator.analysis.reach import CALLERS_STUB
+
     calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == function.name.value]
+    if not calls and CALLERS_STUB in facts.functions:
+        return False  # a run of several files shows every caller: none of them passes one
     if not calls or depth > 3:
         return True  # called from elsewhere: trust the caller, as the batch rules always did
     params = function.params

@@ -127,9 +127,11 @@ def make_plan(
     lens: list[LenUse],
     parent: Callable,
     batch_stepped: frozenset[str] = frozenset(),
+    unthreaded_calls: frozenset[str] = frozenset(),
 ) -> PreparePlan | None:
     """Choose what to prepare and where; None when there is nothing to prepare.
-    `batch_stepped`: schedulers another file of the run steps per batch."""
+    `batch_stepped`: schedulers another file of the run steps per batch;
+    `unthreaded_calls`: functions of other files of the run that get no Accelerator."""
     loaders = set(roles.names(Role.DATALOADER))
     values = {b.name: b.value for b in facts.bindings if b.scope is block.scope and b.value is not None}
     for name, defs in facts.functions.items():  # `def schedule(step): ... total_steps ...`
@@ -163,6 +165,11 @@ def make_plan(
             continue
         if cand.role is Role.MODEL and cand.binding is None and cand.name not in owners:
             continue  # a model parameter is prepared only when an optimizer here updates it
+        if cand.role is Role.DATALOADER and unthreaded_calls:
+            readers = _only_read_by(facts, cand.name, block.scope, unthreaded_calls, parent)
+            if readers:
+                left_out.append((cand.name, f"read only by {readers}, which no Accelerator reaches: every process reads all of it"))
+                continue
         if cand.role is Role.SCHEDULER:
             value = cand.binding.element or cand.binding.value
             if contains_len_of(value, loaders, values):
@@ -185,6 +192,23 @@ def make_plan(
     chosen.sort(key=lambda c: (_ROLE_ORDER.index(c.role), c.index))
     groups = _place(block, chosen, [u for u in lens if u.index is not None])
     return PreparePlan(block, groups, tuple(left_out))
+
+
+def _only_read_by(facts: Facts, name: str, scope, calls: frozenset[str], parent: Callable) -> str | None:
+    """`validate(val_loader, model)` where `validate`, a function of another file of the run,
+    cannot take the Accelerator (a caller outside the run): when every read of the loader in
+    `scope` is an argument of such calls, their names (it then stays unprepared, so what
+    they compute covers the whole data on every process); else None."""
+    readers: list[str] = []
+    loads = [l for l in facts.loads if l.name == name and l.scope is scope]
+    for load in loads:
+        arg = parent(load.node)
+        call = parent(arg) if isinstance(arg, cst.Arg) else None
+        spelling = dotted_name(call.func) if isinstance(call, cst.Call) else None
+        if spelling not in calls:
+            return None
+        readers.append(f"`{spelling}`")
+    return ", ".join(dict.fromkeys(readers)) or None
 
 
 FOLLOWS_A_METRIC = "a ReduceLROnPlateau steps on a metric, once per call: prepared, it would step once per process"

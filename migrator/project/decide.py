@@ -27,12 +27,14 @@ class Outcome:
     covered: dict[str, frozenset[str]] = field(default_factory=dict)  # engine path → functions migrated with the Accelerator
     states: dict[str, tuple] = field(default_factory=dict)  # caller path → its calls of state helpers left unthreaded
     plain: dict[str, tuple[str, ...]] = field(default_factory=dict)  # caller path → its calls of functions needing no Accelerator
+    unthreaded: dict[str, tuple[str, ...]] = field(default_factory=dict)  # caller path → its calls of run functions left alone
 
-    def context(self, path: str) -> tuple[tuple[str, ...], str, tuple[str, ...], tuple, tuple, tuple[str, ...]]:
-        """(calls, stub, stepped, loaders, states, plain) for `path`: what `migrate` was given for it."""
+    def context(self, path: str) -> tuple[tuple[str, ...], str, tuple[str, ...], tuple, tuple, tuple[str, ...], tuple[str, ...]]:
+        """(calls, stub, stepped, loaders, states, plain, unthreaded) for `path`: what `migrate` was given for it."""
         return (
             self.calls.get(path, ()), self.stubs.get(path, ""), self.stepped.get(path, ()),
             self.loaders.get(path, ()), self.states.get(path, ()), self.plain.get(path, ()),
+            self.unthreaded.get(path, ()),
         )
 
 
@@ -48,7 +50,7 @@ def decide(
     functions step per batch; `loaders`: its calls of functions of the run that return
     DataLoaders; `states`: its calls of unthreaded functions that save or load the state
     of a model they are given; `plain`: its calls of functions migrated with it that need
-    no Accelerator).
+    no Accelerator; `unthreaded`: its calls of functions of the run left without it).
     Returns the outcome and the results of the files that had a context."""
     threaded = candidates(files, outside)
     plain: set[tuple[str, str]] = set()  # threaded, but their migration needs no Accelerator
@@ -58,6 +60,7 @@ def decide(
         plain &= threaded
         results: dict[str, FileResult] = {}
         dropped: set[tuple[str, str]] = set()
+        unthreaded: dict[str, tuple[str, ...]] = {}
         calls = _calls_by_file(files, threaded - plain)
         plain_calls = _calls_by_file(files, plain)
         stepped: dict[str, tuple[str, ...]] = {}
@@ -69,7 +72,10 @@ def decide(
             loaders.setdefault(path, _loader_calls(files, files[path]))
             states.setdefault(path, _state_calls(files, files[path], threaded))
             stepped[path] = _stepped_by(files, files[path], threaded)
-            result = migrate(path, spellings, "", stepped[path], loaders[path], states[path], plain_calls.get(path, ()))
+            unthreaded[path] = _unthreaded_calls(files, files[path], threaded)
+            result = migrate(
+                path, spellings, "", stepped[path], loaders[path], states[path], plain_calls.get(path, ()), unthreaded[path],
+            )
             results[path] = result
             dropped |= check_caller(files[path], threaded, result, prepared, loaders[path], plain)
         threaded -= dropped
@@ -99,8 +105,20 @@ def decide(
             plain |= needless - dropped  # its callers no longer pass the Accelerator: again
             continue
         if not dropped:
-            return Outcome(frozenset(threaded), calls, stubs, stepped, loaders, covered, states, plain_calls), results
+            return Outcome(frozenset(threaded), calls, stubs, stepped, loaders, covered, states, plain_calls, unthreaded), results
     return Outcome(frozenset(), {}, {}), {}
+
+
+def _unthreaded_calls(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[str, ...]:
+    """This file's calls of evaluation functions of the run (no backward, no step) that
+    are not given the Accelerator: a loader only they read is better left whole."""
+    out = set()
+    for call in f.calls:
+        owner = files.get(call.target[0])
+        function = owner.functions.get(call.target[1]) if owner else None
+        if function is not None and not function.updates and call.target not in threaded:
+            out.add(call.spelling)
+    return tuple(sorted(out))
 
 
 def _stepped_by(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[str, ...]:

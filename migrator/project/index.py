@@ -23,6 +23,7 @@ class Function:
     is_class: bool = False  # a class: `params` are its __init__'s, the keyword goes there
     returned_loaders: tuple[int, ...] = ()  # positions of the returned tuple that are DataLoaders; (-1,): the value
     state_params: tuple[str, ...] = ()  # parameters whose state it saves or loads (`model.load_state_dict(...)`)
+    updates: bool = True  # calls `.backward()` or `.step()`: it trains, not only evaluates
 
 
 @dataclass
@@ -138,6 +139,7 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             node.name, params, kwonly, ok, _stepped_in_loops(node, set(params + kwonly)), init is not None,
             _returned_loaders(node) if init is None else (),
             tuple(sorted({n.func.value.id for n in ast.walk(node) if _state_of_parameter(n, set(params))})) if init is None else (),
+            init is not None or _updates(node),
         )
     return out
 
@@ -212,6 +214,14 @@ def _trains(function: ast.FunctionDef) -> bool:
         if _state_of_parameter(node, params) or _saves(node):
             return True
     return False
+
+
+def _updates(function: ast.FunctionDef) -> bool:
+    """A `.backward()` or `.step()` call: the function trains (an evaluation only reads)."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
+        for n in ast.walk(function)
+    )
 
 
 def _saves(node: ast.AST) -> bool:

@@ -172,7 +172,11 @@ def test_whole_or_nothing_is_per_function(tmp_path) -> None:
     alone = _results([os.path.join(root, "engine.py")])["engine.py"]
     assert [f for f in engine.findings if not f.fixed] == [f for f in alone.findings if f.start.line > 15]
     assert "engine.evaluate(valid_loader, model, device)\n" in train.after
-    assert [f.start.line for f in train.findings if f.code == "AM914" and not f.fixed] == [19]
+    # the loader only `evaluate` reads stays whole: every process evaluates all of it
+    assert "accelerator.prepare(model, optimizer, train_loader)" in train.after
+    reported = [f for f in train.findings if f.code == "AM914" and not f.fixed]
+    assert [f.start.line for f in reported] == [17]
+    assert "it reads `valid_loader` unprepared" in reported[0].message
 
 
 def test_the_functions_left_alone_keep_their_advice(tmp_path) -> None:
@@ -260,10 +264,14 @@ def test_a_caller_beside_the_run_that_the_run_leaves_out_keeps_the_function(tmp_
     report = "import engine\n\n\ndef run(loader, model):\n    return engine.evaluate(loader, model, 'cpu')\n"
     root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE, "report.py": report})
     results = _results([os.path.join(root, "train.py"), os.path.join(root, "engine.py")])
-    # `train_one_epoch` alone would change `evaluate` too (they share the name `loader`):
-    # the engine stays as written
-    assert results["engine.py"].after == ENGINE
+    # `train_one_epoch` is threaded alone: `evaluate`, which no stand-in caller calls, keeps
+    # its moves (they share the name `loader`, but only the threaded function is fed the
+    # prepared one), and the loader only `evaluate` reads stays unprepared
+    engine_after = results["engine.py"].after
+    assert engine_after[engine_after.index("def evaluate"):] == ENGINE[ENGINE.index("def evaluate"):]
+    assert "def train_one_epoch(loader, model, optimizer, device, *, accelerator):" in engine_after
     assert "engine.evaluate(valid_loader, model, device)\n" in results["train.py"].after
+    assert "accelerator.prepare(model, optimizer, train_loader)" in results["train.py"].after
     with_report = _results([root])
     assert "def evaluate(loader, model, device, *, accelerator):" not in with_report["engine.py"].after  # report.run has no Accelerator
 
@@ -285,8 +293,10 @@ def test_a_notebook_of_the_run_that_calls_the_function_keeps_it(tmp_path) -> Non
     notebook = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE, "explore.ipynb": json.dumps(notebook)})
     results = _results([root])
-    assert results["engine.py"].after == ENGINE
-    assert "accelerator=accelerator" not in results["train.py"].after
+    engine_after = results["engine.py"].after
+    assert engine_after[engine_after.index("def evaluate"):] == ENGINE[ENGINE.index("def evaluate"):]
+    assert "def train_one_epoch(loader, model, optimizer, device, *, accelerator):" in engine_after
+    assert "engine.evaluate(valid_loader, model, device)\n" in results["train.py"].after
 
 
 def test_the_index_follows_imports_and_keeps_what_it_cannot_follow_out(tmp_path) -> None:
@@ -335,9 +345,9 @@ def test_lint_reports_what_the_run_would_write(tmp_path) -> None:
 def test_what_is_prepared_is_read_in_the_calling_function(tmp_path) -> None:
     """`check()` builds a loader of its own (not prepared) and hands it to `evaluate`,
     while `train_one_epoch` gets the prepared one under the same parameter name `loader`.
-    The engine's analysis knows names, not scopes: threading `train_one_epoch` alone would
-    also drop `evaluate`'s moves (its batches would stay off the device), so neither is
-    threaded and the engine stays as written."""
+    The engine's analysis knows names, not scopes, but only the threaded function is called
+    by the stand-in of its callers: `train_one_epoch` is threaded, and `evaluate` keeps its
+    moves (its batches come from `check()`'s own loader)."""
     train = TRAIN.replace(
         "def main():\n",
         "def check(model, device):\n"
@@ -348,9 +358,11 @@ def test_what_is_prepared_is_read_in_the_calling_function(tmp_path) -> None:
     ).replace("        outputs, targets = engine.evaluate(valid_loader, model, device)\n", "        outputs, targets = check(model, device)\n")
     root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE})
     results = _results([root])
-    assert results["engine.py"].after == ENGINE
-    assert {f.code for f in results["engine.py"].findings} == {"AM913"}
-    assert "accelerator=accelerator" not in results["train.py"].after
+    engine_after = results["engine.py"].after
+    assert engine_after[engine_after.index("def evaluate"):] == ENGINE[ENGINE.index("def evaluate"):]
+    assert "def train_one_epoch(loader, model, optimizer, device, *, accelerator):" in engine_after
+    assert {f.code for f in results["engine.py"].findings if not f.fixed} == {"AM913", "AM513"}
+    assert "return engine.evaluate(loader, model, device)\n" in results["train.py"].after
 
 
 def test_linked_reads_no_file_that_imports_no_other_file_of_the_run(tmp_path):
