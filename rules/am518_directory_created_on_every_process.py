@@ -16,8 +16,9 @@ class DirectoryCreatedOnEveryProcess(Rule):
     """## What it does
     In a script being migrated, adds `exist_ok=True` to `os.makedirs(path)` under
     `if not os.path.exists(path):` (or `os.path.isdir`, also as one of the terms of an
-    `and`), and reports an `os.makedirs`
-    or `os.mkdir` that would fail when the directory exists.
+    `and`), turns `os.mkdir(path)` under such a test into
+    `os.makedirs(path, exist_ok=True)`, and reports an `os.makedirs` or `os.mkdir` that
+    would fail when the directory exists.
 
     ## Why is this bad?
     Under `accel-launch` every process runs the script. All of them can find the
@@ -38,8 +39,14 @@ class DirectoryCreatedOnEveryProcess(Rule):
         os.makedirs(sample_dir, exist_ok=True)
     ```
 
+    ## Fix safety
+    Under the test the directory is missing, so `exist_ok=True` changes nothing on one
+    process. `os.mkdir` has no `exist_ok`; its replacement `os.makedirs` also creates a
+    missing parent folder, where `os.mkdir` would stop with FileNotFoundError: the one
+    difference, on a run that failed before.
+
     ## Known limits
-    A creation that is not under such a test (`os.makedirs(out)` alone, `os.mkdir`) is
+    A creation that is not under such a test (`os.makedirs(out)` alone, `os.mkdir(out)`) is
     reported and left as it is: with `exist_ok=True` a run that finds the directory
     would go on where the original stops. Creations inside a `try` that catches the
     error and ignores it (`except OSError: pass`), under a main-process test, in a function this file never calls, or with a
@@ -85,6 +92,9 @@ class DirectoryCreatedOnEveryProcess(Rule):
             fields = {"call": f"{dotted_name(call.func)}()", "path": text if len(text) <= 40 else "it"}
             if qualified == "os.makedirs" and self._checked_first(call, text):
                 self.report(call, edits=[replace(call, _with_exist_ok(call))], note="", **fields)
+            elif _spelled_os_mkdir(call) and self._checked_first(call, text):
+                made = _with_exist_ok(call.with_changes(func=call.func.with_changes(attr=cst.Name("makedirs"))))
+                self.report(call, edits=[replace(call, made)], note="", **fields)
             else:
                 fix = "pass `exist_ok=True`" if qualified == "os.makedirs" else "use `os.makedirs(..., exist_ok=True)`"
                 self.report(call, note=f" (left as written: {fix} if an existing directory is fine)", **fields)
@@ -147,6 +157,11 @@ def _catches(handler: cst.ExceptHandler) -> bool:
         return True
     names = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
     return any((dotted_name(n) or "").rsplit(".", 1)[-1] in _TOLERATED for n in names)
+
+
+def _spelled_os_mkdir(call: cst.Call) -> bool:
+    """`os.mkdir(...)` written through the module (so `os.makedirs` is at hand)."""
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value == "mkdir" and len(call.args) <= 2
 
 
 def _with_exist_ok(call: cst.Call) -> cst.Call:
