@@ -143,12 +143,17 @@ def migrate_paths(
 def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write: bool) -> None:
     """Facts one file of the run gives another, each read once for the whole run: a model
     class of another file whose parameters get no gradient (project/unused.py:
-    `project_unused`), and another file's distribution helpers (`utils.init_distributed_mode
-    (args)`, `utils.get_rank()`: project/dist_helpers.py: `project_distribution`). A file
+    `project_unused`), another file's distribution helpers (`utils.init_distributed_mode
+    (args)`, `utils.get_rank()`: project/dist_helpers.py: `project_distribution`), and the
+    roles of what it hands to another file's functions (project/param_roles.py:
+    `project_roles`). A file
     that learns one is migrated knowing it: its settings, and so its cache key and task,
     are made again."""
     readable = [i for i in items if i.source is not None and not notebook.is_notebook(i.path)]
-    marks = {"project_unused": (b"transformers",), "project_distribution": (b"init_process_group", b"FileHandler", b"basicConfig")}
+    marks = {
+        "project_unused": (b"transformers",), "project_distribution": (b"init_process_group", b"FileHandler", b"basicConfig"),
+        "project_roles": (b"import",),
+    }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:
         return
@@ -159,7 +164,10 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     if len(involved) < 2:
         return
     files = project.index({p: sources[p] for p in involved})
-    readers = {"project_unused": project.unused_models, "project_distribution": project.distribution_calls}
+    readers = {
+        "project_unused": project.unused_models, "project_distribution": project.distribution_calls,
+        "project_roles": project.role_calls,
+    }
     found = {f: readers[f](sources, files) for f in wanted}
     for item in readable:
         learned = {f: found[f][item.path] for f in wanted if item.path in found[f]}
@@ -197,7 +205,7 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
 
     def migrate(
         path: str, calls: tuple[str, ...], stub: str, stepped: tuple[str, ...], loaders: tuple = (), states: tuple = (),
-        plain: tuple[str, ...] = (), unthreaded: tuple[str, ...] = (), fix: bool = True,
+        plain: tuple[str, ...] = (), unthreaded: tuple = (), fix: bool = True,
     ) -> FileResult:
         item = by_path[path]
         config = replace(

@@ -55,7 +55,9 @@ class Config:
     project_loaders: tuple[tuple[str, tuple[int, ...]], ...] = ()  # calls returning DataLoaders: positions (-1: the value)
     project_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = ()  # calls that save/load a model's state: positions, names
     project_plain: tuple[str, ...] = ()  # calls of functions migrated with this file that need no Accelerator
-    project_unthreaded: tuple[str, ...] = ()  # calls of functions of the run that are not given the Accelerator
+    project_unthreaded: tuple[tuple[str, bool], ...] = ()  # calls of run functions given no Accelerator: (spelling, it trains)
+    # calls of other files' functions and the roles of their arguments by use there (project/param_roles.py)
+    project_roles: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
     project_unused: tuple[tuple[str, str], ...] = ()  # model classes with unused parameters: call -> what (project/unused.py)
     # calls of distribution helpers of other files: (spelling, kind, attributes, print helper) (project/dist_helpers.py)
     project_distribution: tuple[tuple[str, str, tuple[tuple[str, str], ...], str], ...] = ()

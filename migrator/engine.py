@@ -92,7 +92,8 @@ def _run_rules(
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     analysis = analyze(
         wrapper, batch_stepped=frozenset(config.project_stepped), loader_calls=dict(config.project_loaders),
-        unused_models=dict(config.project_unused), unthreaded_calls=frozenset(config.project_unthreaded),
+        unused_models=dict(config.project_unused), unthreaded_calls=frozenset(s for s, trains in config.project_unthreaded if not trains),
+        argument_roles={spelling: dict(keys) for spelling, keys in config.project_roles},
         distribution_helpers={spelling: rest for spelling, *rest in config.project_distribution},
     )
     ctx = RuleContext(config, path)

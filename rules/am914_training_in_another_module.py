@@ -32,6 +32,10 @@ _LEFT_ALONE = (
     "run does not change, or a migration that would not be whole: its own findings say what it needs)"
 )
 _READS_WHOLE = "; it reads {loaders} unprepared (left out of prepare()), so it sees all the data on every process"
+_SHARE = (
+    "; it reads {loaders} prepared, so only this process's share of it, and what it computes "
+    "from it stands for the whole data: gather it there by hand, or keep this loader out of prepare()"
+)
 _ROLES = {Role.MODEL: "model", Role.OPTIMIZER: "optimizer", Role.DATALOADER: "loader", Role.SCHEDULER: "scheduler"}
 
 
@@ -118,8 +122,11 @@ class TrainingInAnotherModule(Rule):
     def visit_Module(self, node: cst.Module) -> None:
         if self.ctx.config.project_calls:
             self._pass_accelerator(set(self.ctx.config.project_calls))
+        unthreaded = dict(self.ctx.config.project_unthreaded)
+        if unthreaded:
+            self._left_alone(unthreaded)
         analysis = self.analysis
-        seen: set[str] = set(self.ctx.config.project_calls) | set(self.ctx.config.project_plain)
+        seen: set[str] = set(self.ctx.config.project_calls) | set(self.ctx.config.project_plain) | set(unthreaded)
         for c in analysis.facts.calls:
             qualified = c.qualified or ""
             module, _, function = qualified.rpartition(".")
@@ -133,10 +140,29 @@ class TrainingInAnotherModule(Rule):
             if not what:
                 continue
             seen.add(qualified)
-            advice = _ADVICE.format(module=module)
-            if c.func in self.ctx.config.project_unthreaded:
-                advice = _LEFT_ALONE.format(module=module) + _whole_loaders(analysis, c.node)
-            self.report(c.node, call=c.func or function, module=module, what=what, advice=advice)
+            self.report(c.node, call=c.func or function, module=module, what=what, advice=_ADVICE.format(module=module))
+
+    def _left_alone(self, unthreaded: dict[str, bool]) -> None:
+        """Calls of functions of the run that get no Accelerator: each call handing one a
+        prepared loader it only evaluates on (it sees this process's share, and computes
+        from it as if it were everything), and once per function otherwise."""
+        analysis = self.analysis
+        told: set[str] = set()
+        for c in analysis.facts.calls:
+            if c.func not in unthreaded:
+                continue
+            module = (c.qualified or "").rpartition(".")[0] or c.func.rpartition(".")[0] or "another file"
+            what = _given(analysis, c.node)
+            if not what:
+                continue
+            shared = [] if unthreaded[c.func] else _loaders(analysis, c.node, prepared=True)
+            if c.func in told and not shared:
+                continue
+            told.add(c.func)
+            advice = _LEFT_ALONE.format(module=module) + _whole_loaders(analysis, c.node)
+            if shared:
+                advice += _SHARE.format(loaders=", ".join(shared))
+            self.report(c.node, call=c.func, module=module, what=what, advice=advice)
 
     def _pass_accelerator(self, spellings: set[str]) -> None:
         """In a run of several files (migrator/project/): every call of a function the
@@ -158,13 +184,17 @@ class TrainingInAnotherModule(Rule):
             self.report(c.node, edits=[edit], call=c.func, module=module, what=what, advice=_PASSED.format(module=module))
 
 
-def _whole_loaders(analysis, call: cst.Call) -> str:
-    """The loaders handed to `call` that the migration leaves unprepared."""
-    prepared = analysis.prepared
-    loaders = [
-        f"`{name}`" for name in (cst.Module([]).code_for_node(a.value).strip() for a in call.args)
-        if analysis.roles.of(name) is Role.DATALOADER and name not in prepared
+def _loaders(analysis, call: cst.Call, *, prepared: bool) -> list[str]:
+    """The loaders handed to `call` that the migration prepares (or leaves unprepared)."""
+    names = (cst.Module([]).code_for_node(a.value).strip() for a in call.args)
+    return [
+        f"`{name}`" for name in names
+        if analysis.roles.of(name) is Role.DATALOADER and (name in analysis.prepared) == prepared
     ]
+
+
+def _whole_loaders(analysis, call: cst.Call) -> str:
+    loaders = _loaders(analysis, call, prepared=False)
     return _READS_WHOLE.format(loaders=", ".join(loaders)) if loaders else ""
 
 

@@ -202,6 +202,7 @@ def analyze(
     wrapper: MetadataWrapper, *, batch_stepped: frozenset[str] = frozenset(),
     loader_calls: dict[str, tuple[int, ...]] | None = None, unused_models: dict[str, str] | None = None,
     distribution_helpers: dict[str, list] | None = None, unthreaded_calls: frozenset[str] = frozenset(),
+    argument_roles: dict[str, dict[str, str]] | None = None,
 ) -> ScriptAnalysis:
     """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy).
     `batch_stepped`: schedulers handed to a function of another file of the run that steps
@@ -210,7 +211,8 @@ def analyze(
     `unused_models`: model classes of other files of the run whose parameters get no
     gradient (analysis.ddp_options); `distribution_helpers`: calls of other files' distribution
     helpers → [kind, attributes, print helper] (migrator/project/dist_helpers.py);
-    `unthreaded_calls`: calls of functions of other files of the run that get no Accelerator."""
+    `unthreaded_calls`: calls of evaluation functions of other files of the run that get no Accelerator;
+    `argument_roles`: calls of functions of other files → position or parameter → role."""
     module = wrapper.module
     tables = node_tables(module)
     parents, by_type = tables.parents, tables.by_type
@@ -219,7 +221,7 @@ def analyze(
     facts = collect(module)
     facts.by_type, facts.order = tables.by_type, tables.order
     loops_with_backward = backward_loops(facts)
-    roles = assign_roles(facts, loops_with_backward, loader_calls)
+    roles = assign_roles(facts, loops_with_backward, loader_calls, argument_roles)
     updated = hand_updated_models(facts) if not roles.names(Role.OPTIMIZER) else []
     for name in updated:  # no optimizer: the model a loop updates by hand trains (manual_update.py)
         roles.roles.setdefault(name, Role.MODEL)

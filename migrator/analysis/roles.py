@@ -140,10 +140,15 @@ class RoleTable:
         return [n for n, r in self.roles.items() if r is role]
 
 
-def assign_roles(facts: Facts, backward_loops: set[int], loader_calls: dict[str, tuple[int, ...]] | None = None) -> RoleTable:
+def assign_roles(
+    facts: Facts, backward_loops: set[int], loader_calls: dict[str, tuple[int, ...]] | None = None,
+    argument_roles: dict[str, dict[str, str]] | None = None,
+) -> RoleTable:
     """Construction first, then use; a name keeps the first role it gets. `loader_calls`:
     calls of functions in other files of the run that return DataLoaders (the positions
-    of the returned tuple that are loaders; -1: the value itself)."""
+    of the returned tuple that are loaders; -1: the value itself); `argument_roles`: calls
+    of functions of other files of the run → position or parameter name → the role their
+    body gives it (project/param_roles.py), for names nothing here gives one."""
     local_models = module_classes(facts)
     roles: dict[str, Role] = {}
     for b in facts.bindings:
@@ -162,7 +167,30 @@ def assign_roles(facts: Facts, backward_loops: set[int], loader_calls: dict[str,
     for name in _other_loader_classes(facts, roles):
         del roles[name]
     _roles_by_use(facts, roles, backward_loops)
+    if argument_roles:
+        _roles_by_callee(facts, roles, argument_roles)
     return RoleTable(roles)
+
+
+def _roles_by_callee(facts: Facts, roles: dict[str, Role], argument_roles: dict[str, dict[str, str]]) -> None:
+    """`simclr_train(train_loader, model, criterion, optimizer, epoch)` of another file
+    zeroes the gradients of its `optimizer` and puts its `model` in train mode: the names
+    handed there are those roles, when this file gives them none."""
+    given: dict[str, set[Role]] = {}
+    for c in facts.calls:
+        keys = argument_roles.get(c.func or "")
+        if not keys:
+            continue
+        for i, arg in enumerate(c.node.args):
+            if arg.star:
+                break
+            key = arg.keyword.value if arg.keyword is not None else str(i)
+            name = dotted_name(arg.value)
+            if name is not None and key in keys and name not in roles:
+                given.setdefault(name, set()).add(Role(keys[key]))
+    for name, found in given.items():
+        if len(found) == 1:
+            roles[name] = found.pop()
 
 
 # what code calls on a torch DataLoader (or a subclass) besides iterating it

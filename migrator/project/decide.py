@@ -27,9 +27,9 @@ class Outcome:
     covered: dict[str, frozenset[str]] = field(default_factory=dict)  # engine path → functions migrated with the Accelerator
     states: dict[str, tuple] = field(default_factory=dict)  # caller path → its calls of state helpers left unthreaded
     plain: dict[str, tuple[str, ...]] = field(default_factory=dict)  # caller path → its calls of functions needing no Accelerator
-    unthreaded: dict[str, tuple[str, ...]] = field(default_factory=dict)  # caller path → its calls of run functions left alone
+    unthreaded: dict[str, tuple[tuple[str, bool], ...]] = field(default_factory=dict)  # caller path → its calls of run functions left alone
 
-    def context(self, path: str) -> tuple[tuple[str, ...], str, tuple[str, ...], tuple, tuple, tuple[str, ...], tuple[str, ...]]:
+    def context(self, path: str) -> tuple[tuple[str, ...], str, tuple[str, ...], tuple, tuple, tuple[str, ...], tuple]:
         """(calls, stub, stepped, loaders, states, plain, unthreaded) for `path`: what `migrate` was given for it."""
         return (
             self.calls.get(path, ()), self.stubs.get(path, ""), self.stepped.get(path, ()),
@@ -60,7 +60,7 @@ def decide(
         plain &= threaded
         results: dict[str, FileResult] = {}
         dropped: set[tuple[str, str]] = set()
-        unthreaded: dict[str, tuple[str, ...]] = {}
+        unthreaded: dict[str, tuple[tuple[str, bool], ...]] = {}
         calls = _calls_by_file(files, threaded - plain)
         plain_calls = _calls_by_file(files, plain)
         stepped: dict[str, tuple[str, ...]] = {}
@@ -109,15 +109,17 @@ def decide(
     return Outcome(frozenset(), {}, {}), {}
 
 
-def _unthreaded_calls(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[str, ...]:
-    """This file's calls of evaluation functions of the run (no backward, no step) that
-    are not given the Accelerator: a loader only they read is better left whole."""
+def _unthreaded_calls(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[tuple[str, bool], ...]:
+    """This file's calls of functions of the run that train or read batches and are not given
+    the Accelerator, and whether each trains (calls backward or step): a loader only
+    evaluations read is better left whole."""
     out = set()
     for call in f.calls:
         owner = files.get(call.target[0])
         function = owner.functions.get(call.target[1]) if owner else None
-        if function is not None and not function.updates and call.target not in threaded:
-            out.add(call.spelling)
+        reads_data = any(role == "dataloader" for _, role in function.param_roles) if function is not None else False
+        if function is not None and call.target not in threaded and (function.updates or reads_data):
+            out.add((call.spelling, function.updates))
     return tuple(sorted(out))
 
 

@@ -24,6 +24,7 @@ class Function:
     returned_loaders: tuple[int, ...] = ()  # positions of the returned tuple that are DataLoaders; (-1,): the value
     state_params: tuple[str, ...] = ()  # parameters whose state it saves or loads (`model.load_state_dict(...)`)
     updates: bool = True  # calls `.backward()` or `.step()`: it trains, not only evaluates
+    param_roles: tuple[tuple[str, str], ...] = ()  # (parameter, "model"|"optimizer"|"dataloader") by their use here
 
 
 @dataclass
@@ -140,6 +141,7 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             _returned_loaders(node) if init is None else (),
             tuple(sorted({n.func.value.id for n in ast.walk(node) if _state_of_parameter(n, set(params))})) if init is None else (),
             init is not None or _updates(node),
+            _param_roles(node, params) if init is None else (),
         )
     return out
 
@@ -214,6 +216,59 @@ def _trains(function: ast.FunctionDef) -> bool:
         if _state_of_parameter(node, params) or _saves(node):
             return True
     return False
+
+
+_ITERATED_THROUGH = {"enumerate", "tqdm", "iter"}
+
+
+def _param_roles(function: ast.FunctionDef, params: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """What the function does with its parameters says what its callers hand it, when the
+    caller builds them through helpers it cannot read (`model = get_model(cfg)`): a
+    parameter iterated by a `for` is a loader, one whose `.zero_grad()` is called or that
+    is stepped in a function that calls `.backward()` an optimizer, one put in `.train()` /
+    `.eval()` a model, and one a `for` draws batches from (the body runs the model or moves
+    them to a device) a loader. A parameter used two ways is left out."""
+    names = set(params)
+    found: dict[str, set[str]] = {}
+    backward = _calls_backward(function)
+
+    def note(node: ast.AST | None, role: str) -> None:
+        if isinstance(node, ast.Name) and node.id in names:
+            found.setdefault(node.id, set()).add(role)
+
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            method = node.func.attr
+            if method == "zero_grad" or (method == "step" and backward and not node.args):
+                note(node.func.value, "optimizer")
+            elif method in ("train", "eval") and not node.args:
+                note(node.func.value, "model")
+    models = {name for name, roles in found.items() if roles == {"model"}}
+    for node in ast.walk(function):
+        if isinstance(node, ast.For) and _feeds_a_model(node, models):
+            source = node.iter
+            while isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id in _ITERATED_THROUGH and source.args:
+                source = source.args[0]
+            note(source, "dataloader")
+    return tuple(sorted((name, next(iter(roles))) for name, roles in found.items() if len(roles) == 1))
+
+
+def _feeds_a_model(loop: ast.For, models: set[str]) -> bool:
+    """The loop's body runs a model parameter or moves what it draws to a device: batches."""
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id in models:
+                return True
+            if isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "to"):
+                return True
+    return False
+
+
+def _calls_backward(function: ast.FunctionDef) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
+        for n in ast.walk(function)
+    )
 
 
 def _updates(function: ast.FunctionDef) -> bool:

@@ -452,3 +452,75 @@ def test_an_engines_autocast_stays_while_its_precision_cannot_reach_the_callers_
     assert "mixed_precision" not in results["train.py"].after
     held = [f for f in results["engine.py"].findings if f.code == "AM404"]
     assert held and "comes from the caller in another file" in held[0].message
+
+
+def test_objects_built_by_helpers_get_their_roles_from_the_engine_that_uses_them(tmp_path) -> None:
+    """`model = build_model(cfg)` and `optimizer = build_optimizer(cfg, model)` come from a
+    helper module the set-up cannot read; the engine zeroes the optimizer's gradients and
+    puts the model in train mode, so the set-up knows them, prepares them and passes the
+    Accelerator in (alone, the set-up would not look like training code at all)."""
+    helpers = textwrap.dedent('''\
+        import torch
+
+
+        def build_model(cfg):
+            return torch.nn.Linear(cfg["width"], 1)
+
+
+        def build_optimizer(cfg, model):
+            return torch.optim.SGD(model.parameters(), lr=cfg["lr"])
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        import engine
+        from helpers import build_model, build_optimizer
+
+
+        def main():
+            cfg = {"width": 4, "lr": 0.1}
+            data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+            train_loader = torch.utils.data.DataLoader(data, batch_size=8)
+            model = build_model(cfg)
+            model = model.cuda()
+            optimizer = build_optimizer(cfg, model)
+            for epoch in range(2):
+                engine.train_one_epoch(train_loader, model, optimizer, "cuda")
+
+
+        if __name__ == "__main__":
+            main()
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "helpers.py": helpers})
+    results = _results([root])
+    after = results["train.py"].after
+    assert "model, optimizer, train_loader = accelerator.prepare(model, optimizer, train_loader)" in after
+    assert 'engine.train_one_epoch(train_loader, model, optimizer, "cuda", accelerator=accelerator)' in after
+    assert "model = model.cuda()" not in after
+    assert "accelerator.backward(loss)" in results["engine.py"].after
+    assert results["helpers.py"].after is None or results["helpers.py"].after == helpers
+
+
+def test_the_index_reads_what_a_function_does_with_its_parameters() -> None:
+    import ast
+
+    from migrator.project.index import _functions
+
+    source = textwrap.dedent('''\
+        def fit(loader, net, opt, crit, log):
+            net.train()
+            for x, y in enumerate(loader):
+                opt.zero_grad()
+                crit(net(x), y).backward()
+                opt.step()
+            for line in log:
+                print(line)
+
+
+        def score(heads):
+            for head in heads:
+                print(head)
+    ''')
+    functions = _functions(ast.parse(source))
+    assert dict(functions["fit"].param_roles) == {"loader": "dataloader", "net": "model", "opt": "optimizer"}
+    assert functions["fit"].updates
+    assert functions["score"].param_roles == () and not functions["score"].updates
