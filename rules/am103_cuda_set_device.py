@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
 
 class CudaSetDevice(Rule):
     """## What it does
     Removes `torch.cuda.set_device(...)` (with the `if` around it when nothing else is
-    left in it, e.g. `if args.distributed:`).
+    left in it, e.g. `if args.distributed:`), and the `with torch.cuda.device(...):`
+    around a block (the block stays, one level out).
 
     ## Why is this bad?
     The Accelerator chooses and sets this process's GPU from the launcher's `LOCAL_RANK`
@@ -35,7 +37,7 @@ class CudaSetDevice(Rule):
 
     code = "AM103"
     name = "cuda-set-device"
-    message = "`torch.cuda.set_device` picks the GPU by hand; the Accelerator sets this process's device{note}"
+    message = "`{call}` picks the GPU by hand; the Accelerator sets this process's device{note}"
     fix_title = "Remove `torch.cuda.set_device(...)`"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -61,4 +63,23 @@ class CudaSetDevice(Rule):
         for call in facts.set_devices:
             fix = facts.removal(analysis.parent(call))  # type: ignore[arg-type]
             note = "" if fix is not None else " (left as written: its result is used; remove the call by hand)"
-            self.report(call, edits=fix, note=note)
+            self.report(call, edits=fix, note=note, call="torch.cuda.set_device")
+        for block in analysis.facts.by_type.get("With", []):
+            self._device_block(block)  # type: ignore[arg-type]
+
+    def _device_block(self, block: cst.With) -> None:
+        """`with torch.cuda.device(args.gpu):` around code: the body stays, one level out."""
+        calls = [
+            i.item for i in block.items
+            if isinstance(i.item, cst.Call) and self.analysis.imports.qualify(i.item.func) == "torch.cuda.device"
+        ]
+        if not calls:
+            return
+        call = calls[0]
+        alone = len(block.items) == 1 and block.items[0].asname is None
+        if not alone or not isinstance(block.body, cst.IndentedBlock) or block.asynchronous is not None:
+            self.report(call, note=" (left as written: remove the `with` by hand, keeping its body)", call="torch.cuda.device")
+            return
+        body = list(block.body.body)
+        body[0] = body[0].with_changes(leading_lines=[*block.leading_lines, *body[0].leading_lines])
+        self.report(call, edits=[replace(block, cst.FlattenSentinel(body))], note=" (the `with` goes, its body stays)", call="torch.cuda.device")
