@@ -8,9 +8,12 @@ development manifest (../shared/corpus/dev.json) and our own (corpus/*.json), ex
 pinned file from a local git mirror (<mirrors>/<owner>+<name>/repo, as
 ../shared/corpus/materialize.sh expects), and runs the real command line on it:
 
-    OUT/src/<name>            the original (a `group` is one folder, relative paths kept; so
-                              are dev files of one folder that import each other)
-    OUT/out/<name>.txt        `accel-migrate <name> --diff`: the diff, then the findings
+    OUT/src/<name>            the original (a `group` is one folder, relative paths kept, with
+                              the other Python files of its folders beside it, as in the
+                              checkout, read by the tool but not named to it; dev files of
+                              one folder that import each other are one folder too)
+    OUT/out/<name>.txt        `accel-migrate <name> --diff` (a group: its files by name): the
+                              diff, then the findings
     OUT/migrated/<name>       `--write` on a copy: the migrated text
     OUT/again/<name>          `--write` once more on a copy of the migrated text
     OUT/summary.json          one record per file
@@ -385,6 +388,35 @@ def materialize(unit: Unit, mirrors: Path, src: Path) -> list[str]:
     return problems
 
 
+def materialize_beside(unit: Unit, mirrors: Path, src: Path, limit: int = 400) -> None:
+    """A group's run sees what a checkout shows: the other Python files of the folders its
+    files lie in (at the same commit) are exported beside them, not migrated. The tool
+    reads them as callers it would not update (a function they call is not threaded)."""
+    entries = [e for e in unit.entries if e.group is not None]
+    if not entries:
+        return
+    entry = entries[0]
+    git = git_dir(mirrors, entry.repo)
+    if git is None:
+        return
+    folders = {os.path.dirname(e.path) for e in entries}
+    listed = subprocess.run(
+        ["git", "--git-dir", str(git), "ls-tree", "-r", "--name-only", entry.commit], capture_output=True, text=True,
+    )
+    mine = {e.path for e in entries}
+    beside = [
+        p for p in listed.stdout.splitlines()
+        if p.endswith(".py") and os.path.dirname(p) in folders and p not in mine
+    ][:limit]
+    for path in beside:
+        shown = subprocess.run(["git", "--git-dir", str(git), "show", f"{entry.commit}:{path}"], capture_output=True)
+        if shown.returncode or len(shown.stdout) > 1_000_000:
+            continue
+        target = src / unit.name / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(shown.stdout)
+
+
 def _show(mirrors: Path, entry: Entry) -> str | None:
     """The pinned text of `entry` from its mirror, or None."""
     git = git_dir(mirrors, entry.repo)
@@ -441,12 +473,15 @@ def run_unit(unit: Unit, mirrors: Path, out: Path, tool: Path) -> list[FileRepor
             report.failed.append("materialize")
             report.details += problems
         return reports
-    diff = run_cli([unit.name, "--diff"], out / "src", tool)
+    materialize_beside(unit, mirrors, out / "src")
+    # a group's files by name, as a user names them: the files beside them are only read
+    targets = [unit.relpath(e) for e in unit.entries] if unit.entries[0].group is not None else [unit.name]
+    diff = run_cli([*targets, "--diff"], out / "src", tool)
     (out / "out" / f"{unit.name}.txt").write_text(diff.stdout + diff.stderr, encoding="utf-8")
     fresh_copy(out / "src" / unit.name, out / "migrated" / unit.name)
-    write = run_cli([unit.name, "--write"], out / "migrated", tool)
+    write = run_cli([*targets, "--write"], out / "migrated", tool)
     fresh_copy(out / "migrated" / unit.name, out / "again" / unit.name)
-    second = run_cli([unit.name, "--write"], out / "again", tool)
+    second = run_cli([*targets, "--write"], out / "again", tool)
     findings = parse_findings(diff.stdout)
     for entry, report in zip(unit.entries, reports):
         rel = unit.relpath(entry)

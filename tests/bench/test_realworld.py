@@ -206,6 +206,35 @@ def test_one_real_run_over_a_local_mirror(tmp_path: Path) -> None:
     assert summary["tool_commit"] == git("rev-parse", "--short=10", "HEAD", cwd=ROOT)
 
 
+def test_a_group_runs_in_its_checkout_and_a_caller_beside_it_keeps_the_function(tmp_path: Path) -> None:
+    """A group's files are migrated with the other Python files of their folders exported
+    beside them, as in the user's checkout: `report.py` also calls `engine.evaluate`, so
+    the run does not thread it; only the group's files are counted and written."""
+    setup = (ROOT / "tests" / "migrator" / "test_project.py").read_text()
+    namespace: dict = {}
+    exec(compile(setup[setup.index("TRAIN = "):setup.index("def _project")], "x", "exec"), {"textwrap": __import__("textwrap")}, namespace)
+    checkout = tmp_path / "mirrors" / "someone+project" / "repo"
+    checkout.mkdir(parents=True)
+    (checkout / "train.py").write_text(namespace["TRAIN"])
+    (checkout / "engine.py").write_text(namespace["ENGINE"])
+    (checkout / "report.py").write_text("import engine\n\n\ndef run(loader, model):\n    return engine.evaluate(loader, model, 'cpu')\n")
+    git("init", "-q", cwd=checkout)
+    git("add", ".", cwd=checkout)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x", cwd=checkout)
+    commit = git("rev-parse", "HEAD", cwd=checkout)
+    group = {"group": "someone+project@run"}
+    write_manifest(tmp_path / "corpus", "a.json", [entry_dict("train.py", commit=commit, **group), entry_dict("engine.py", commit=commit, **group)])
+    out = tmp_path / "out"
+    argv = ["--mirrors", str(tmp_path / "mirrors"), "--out", str(out), "--no-dev", "--corpus", str(tmp_path / "corpus")]
+    assert realworld.main([*argv, "--at", "HEAD"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert sorted(f["name"] for f in summary["files"]) == ["someone+project@run/engine.py", "someone+project@run/train.py"]
+    assert (out / "src" / "someone+project@run" / "report.py").exists()
+    engine = (out / "migrated" / "someone+project@run" / "engine.py").read_text()
+    assert "def evaluate(loader, model, device):" in engine  # report.py would not be updated
+    assert (out / "migrated" / "someone+project@run" / "report.py").read_text() == (checkout / "report.py").read_text()
+
+
 # --------------------------------------------------------------------------- REALWORLD.md table
 
 
