@@ -1,0 +1,163 @@
+"""AM520: an experiment logger (TensorBoard, wandb) created and written by every process."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.cst import adjacent_runs, wrap_statements
+from migrator.edits import Fix, replace
+from migrator.rule import Example, FixAvailability, Rule
+
+# Constructors of a logger object whose methods write the run's record.
+_WRITERS = {
+    "torch.utils.tensorboard.SummaryWriter",
+    "torch.utils.tensorboard.writer.SummaryWriter",
+    "tensorboardX.SummaryWriter",
+    "tensorboard_logger.Logger",
+}
+# Calls that start a run of a hosted tracker: one per process.
+_RUNS = {"wandb.init", "mlflow.start_run", "tensorboard_logger.configure"}
+
+
+class ExperimentLoggerOnEveryProcess(Rule):
+    """## What it does
+    In a script being migrated, puts a TensorBoard writer (`SummaryWriter(...)` of
+    torch.utils.tensorboard or tensorboardX, `tensorboard_logger.Logger(...)`) on the main
+    process: its creation and each statement that calls one of its methods
+    (`writer.add_scalar(...)`, `writer.close()`) go under `if accelerator.is_main_process:`
+    (statements one after another share one `if`). A logger the fix cannot follow, and a
+    hosted tracker's run (`wandb.init`, `mlflow.start_run`), are reported.
+
+    ## Why is this bad?
+    Under `accel-launch` every process runs the script: N writers each open an event file
+    in the same folder, and TensorBoard draws N interleaved curves per tag (each process's
+    own numbers); `wandb.init()` on every process starts N runs.
+
+    ## Example
+    ```python
+    writer = SummaryWriter(log_dir)
+    for epoch in range(epochs):
+        loss = train(epoch)
+        writer.add_scalar("train/loss", loss, epoch)
+    ```
+
+    Use instead:
+    ```python
+    if accelerator.is_main_process:
+        writer = SummaryWriter(log_dir)
+    for epoch in range(epochs):
+        loss = train(epoch)
+        if accelerator.is_main_process:
+            writer.add_scalar("train/loss", loss, epoch)
+    ```
+
+    ## Fix safety
+    The values logged stay what the main process computes (other rules gather the
+    metrics that need it). The fix is written only when every use of the name in the file
+    is such a statement and the Accelerator reaches each one: a writer handed to a
+    function, stored and read elsewhere, or whose `log_dir` names a path, would be missing
+    on the other processes; it is reported instead.
+
+    ## Known limits
+    Only a writer bound to a plain name by an assignment of its own line is fixed; a
+    writer on `self` and wandb's module functions are reported.
+    """
+
+    code = "AM520"
+    name = "experiment-logger-on-every-process"
+    message = "`{call}` runs on every process: each one writes its own record of the run{note}"
+    fix_title = "Create and write it under `if accelerator.is_main_process:`"
+    fix = FixAvailability.SOMETIMES
+    examples = (
+        Example(
+            before=(
+                "import torch\nfrom torch.utils.tensorboard import SummaryWriter\nfrom runtime import Accelerator\n\n"
+                "accelerator = Accelerator()\nwriter = SummaryWriter('runs')\nwriter.add_scalar('loss', 1.0, 0)\n"
+            ),
+            after=(
+                "import torch\nfrom torch.utils.tensorboard import SummaryWriter\nfrom runtime import Accelerator\n\n"
+                "accelerator = Accelerator()\nif accelerator.is_main_process:\n    writer = SummaryWriter('runs')\n"
+                "    writer.add_scalar('loss', 1.0, 0)\n"
+            ),
+            at=("6:10",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        if not analysis.migrating:
+            return
+        for fact in analysis.facts.calls:
+            qualified = fact.qualified or ""
+            call = fact.node
+            shown = f"{cst.Module([]).code_for_node(call.func)}(...)"
+            if qualified in _RUNS:
+                if not self._main_only(call):
+                    self.report(call, call=shown, note=" (left as written: start it on the main process only and guard what logs to it)")
+            elif qualified in _WRITERS and not self._main_only(call):
+                self._writer(call, shown)
+
+    def _writer(self, call: cst.Call, shown: str) -> None:
+        analysis = self.analysis
+        binding = self._binding_line(call)
+        if binding is None:
+            self.report(call, call=shown, note=" (left as written: create it on the main process only and guard its uses)")
+            return
+        line, name = binding
+        uses = self._use_lines(name, line)
+        if uses is None or any(analysis.accelerator_at(u) is None for u in [line, *uses]):
+            why = "it is used in a way the fix cannot follow" if uses is None else "the Accelerator does not reach every use"
+            self.report(call, call=shown, note=f" (left as written: {why}; create it on the main process only and guard its uses)")
+            return
+        entries = [(None, s) for s in [line, *uses] if self.analysis.branches.branch_of(s) is None]
+        edits = []
+        for group in adjacent_runs(entries, analysis.parent):
+            accelerator = analysis.accelerator_at(group[0][1])
+            pairs = wrap_statements(
+                [s for _, s in group], lambda body, acc=accelerator: cst.If(test=cst.parse_expression(f"{acc}.is_main_process"), body=body)
+            )
+            edits += [replace(n, r) for n, r in pairs]  # type: ignore[arg-type]
+        self.report(call, edits=Fix(tuple(edits)), call=shown, note="")
+
+    def _main_only(self, call: cst.Call) -> bool:
+        branches = self.analysis.branches
+        if branches.branch_of(call) is not None:
+            return True
+        function = branches.function_of(call)
+        return function is not None and (not branches.callers(function) or branches.runs_only_on_main(call))
+
+    def _binding_line(self, call: cst.Call) -> tuple[cst.SimpleStatementLine, str] | None:
+        """`writer = SummaryWriter(...)` alone on its line: (the line, the name)."""
+        analysis = self.analysis
+        assign = analysis.parent(call)
+        line = analysis.parent(assign) if isinstance(assign, cst.Assign) else None
+        if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1 or len(assign.targets) != 1:
+            return None
+        target = assign.targets[0].target
+        if not isinstance(target, cst.Name) or not isinstance(analysis.parent(line), (cst.IndentedBlock, cst.Module)):
+            return None
+        if sum(1 for b in analysis.facts.bindings if b.name == target.value) != 1:
+            return None  # bound again somewhere: which one a use reads is not clear
+        return line, target.value
+
+    def _use_lines(self, name: str, binding: cst.SimpleStatementLine) -> list[cst.SimpleStatementLine] | None:
+        """The statement lines using `name`, each `name.method(...)` alone on its line;
+        None when a use is anything else."""
+        analysis = self.analysis
+        out: list[cst.SimpleStatementLine] = []
+        for load in analysis.facts.loads:
+            if load.name != name:
+                continue
+            attribute = analysis.parent(load.node)
+            call = analysis.parent(attribute) if isinstance(attribute, cst.Attribute) and attribute.value is load.node else None
+            expr = analysis.parent(call) if isinstance(call, cst.Call) and call.func is attribute else None
+            line = analysis.parent(expr) if isinstance(expr, cst.Expr) else None
+            if line is binding:
+                continue
+            if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+                return None
+            if not isinstance(analysis.parent(line), (cst.IndentedBlock, cst.Module)):
+                return None
+            if not any(line is seen for seen in out):
+                out.append(line)
+        return out
