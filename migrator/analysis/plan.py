@@ -140,6 +140,7 @@ def make_plan(
                 values.setdefault(name, function.body)
     loop_iters = {id(l.node): l.iter_name for l in facts.loops}
     owners = {o for b in facts.bindings if roles.of(b.name) is Role.OPTIMIZER and isinstance(b.value, cst.Call) for o in parameter_owners(b.value, facts)}
+    owners |= _handed_models(facts, roles)
     if not roles.names(Role.OPTIMIZER):  # trained by a hand-written update: prepared alone
         owners |= set(hand_updated_models(facts))
     limit = first_use if first_use is not None else len(block.body)
@@ -212,6 +213,34 @@ def _only_read_by(facts: Facts, name: str, scope, calls: frozenset[str], parent:
 
 
 FOLLOWS_A_METRIC = "a ReduceLROnPlateau steps on a metric, once per call: prepared, it would step once per process"
+
+
+def _handed_models(facts: Facts, roles: RoleTable) -> set[str]:
+    """`optimizer = create_optimizer(args, model_without_ddp)`: an optimizer built by a
+    helper from a model it is handed owns that model's parameters (so a loss module built
+    beside it, holding a teacher network, is not taken for something to train)."""
+    out: set[str] = set()
+    for b in facts.bindings:
+        value = b.element if b.element is not None else b.value
+        if roles.of(b.name) is not Role.OPTIMIZER or not isinstance(value, cst.Call) or parameter_owners(value, facts):
+            continue
+        for arg in value.args:
+            name = dotted_name(arg.value)
+            if name and roles.of(name) is Role.MODEL:
+                out.add(name)
+            elif name:
+                out |= _models_aliased(facts, roles, name)
+    return out
+
+
+def _models_aliased(facts: Facts, roles: RoleTable, name: str) -> set[str]:
+    """`model_without_ddp = model` (or `= model.module`): the models `name` stands for."""
+    out = set()
+    for b in facts.bindings:
+        source = dotted_name(b.value) if b.name == name and b.value is not None else None
+        if source and roles.of(source.removesuffix(".module")) is Role.MODEL:
+            out.add(source.removesuffix(".module"))
+    return out
 
 
 def _follows_a_metric(value: cst.BaseExpression | None) -> bool:

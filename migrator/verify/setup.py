@@ -26,8 +26,44 @@ def check(pair: Pair) -> list[Problem]:
         return []
     return (
         list(_optimizers_and_models(pair)) + list(_training_loaders(pair)) + list(_unpreparable(pair))
-        + list(_optimizers_alone(pair))
+        + list(_optimizers_alone(pair)) + list(_wrap_dropped(pair))
     )
+
+
+_WRAPS = ("DistributedDataParallel", "DataParallel")
+
+
+def _wrap_dropped(pair: Pair) -> Iterator[Problem]:
+    """`model = DDP(model, ...)` removed while `model` is prepared nowhere: the script lost
+    its wrap and got none back, so N processes train N unsynchronised copies."""
+    after = pair.after
+    wraps = set(_WRAPS) | {
+        alias.asname for n in pair.before.nodes if isinstance(n, ast.ImportFrom)
+        for alias in n.names if alias.name in _WRAPS and alias.asname
+    }
+    if any(last(call_name(c)) in wraps for c in after.calls):
+        return
+    for call in pair.before.calls:
+        if last(call_name(call)) not in wraps or not call.args:
+            continue
+        wrapped = dotted(_peel(call.args[0]))
+        if wrapped is None or after.is_prepared(wrapped):
+            continue
+        if any(after.is_prepared(a.target) for a in after.assigns if dotted(_peel(a.value)) == wrapped):
+            continue  # prepared under another name it was bound to
+        yield Pair.at_before(
+            CODE, call,
+            f"left as written: the `{last(call_name(call))}` wrap of `{wrapped}` would go while `{wrapped}` "
+            "is prepared nowhere, so N processes would train N unsynchronised copies; prepare the model",
+        )
+        return
+
+
+def _peel(node: ast.AST) -> ast.AST:
+    """`model.to(device)`, `model.cuda(gpu)`: the model."""
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda"):
+        node = node.func.value
+    return node
 
 
 def _optimizers_alone(pair: Pair) -> Iterator[Problem]:

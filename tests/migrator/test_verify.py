@@ -525,3 +525,34 @@ def test_moves_removed_under_a_gpu_index_option_name_the_negated_test() -> None:
     problems = verify(before, after)
     assert [p.code for p in problems] == ["AM953"]
     assert "Accelerator(cpu=not (args.gpu is not None))" in problems[0].message
+
+
+def test_a_ddp_wrap_removed_while_the_model_is_prepared_nowhere_is_refused() -> None:
+    before = textwrap.dedent('''\
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        model = torch.nn.Linear(2, 2).cuda()
+        model = DDP(model, device_ids=[0])
+        optimizer = make_optimizer(model)
+        loader = torch.utils.data.DataLoader(range(8))
+        for x in loader:
+            model(x).sum().backward()
+            optimizer.step()
+    ''')
+    after = textwrap.dedent('''\
+        import torch
+        from runtime import Accelerator
+        accelerator = Accelerator()
+        model = torch.nn.Linear(2, 2)
+        optimizer = make_optimizer(model)
+        loader = torch.utils.data.DataLoader(range(8))
+        optimizer, loader = accelerator.prepare(optimizer, loader)
+        for x in loader:
+            accelerator.backward(model(x).sum())
+            optimizer.step()
+    ''')
+    problems = verify(before, after)
+    assert "AM951" in [p.code for p in problems]
+    assert any("wrap of `model`" in p.message for p in problems)
+    fixed = after.replace("optimizer, loader = accelerator.prepare(optimizer, loader)", "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)")
+    assert not any("wrap of" in p.message for p in verify(before, fixed))
