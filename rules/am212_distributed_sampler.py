@@ -86,8 +86,16 @@ class DistributedSampler(Rule):
                 edits = [replace(sampler.binding.value, sampler.replacement)]  # type: ignore[arg-type]
                 self.report(sampler.statement, edits=edits, remove_imports=facts.import_cleanup, name=sampler.name, note="")
             elif sampler.blockers:
-                use = cst.Module([]).code_for_node(analysis.statement_of(sampler.blockers[0]) or sampler.blockers[0]).strip()
-                note = f" (left as written: it is also used in `{use[:60]}`; drop that use, then the sampler)"
+                blocker = sampler.blockers[0]
+                use = " ".join(cst.Module([]).code_for_node(analysis.statement_of(blocker) or blocker).split())
+                rebound = any(b.target is blocker for b in analysis.facts.bindings)
+                if rebound:  # `sampler = RepeatSampler(...)` in another branch: a sampler prepare() does not replace
+                    note = (
+                        f" (left as written: the name is also bound by `{use[:60]}`, a sampler the Accelerator's "
+                        "sharding does not replace; the loader's `sampler=` must stay)"
+                    )
+                else:
+                    note = f" (left as written: it is also used in `{use[:60]}`; drop that use, then the sampler)"
                 self.report(sampler.statement, name=sampler.name, note=note)
             else:
                 self.report(sampler.statement, edits=facts.removal(sampler.statement), name=sampler.name, note="")

@@ -319,6 +319,7 @@ class _Builder:
                 if self._in_shuffle_of(use, b.name, loaders) or self._in_none_test(use):
                     continue
                 blockers.append(use)
+            blockers += self._other_samplers(b.name, b.scope)
             if replacement is None and not blockers:
                 self.companions[id(small)] = [sampler_arg_edit(a) for a in args]
                 shuffle = args[0].shuffle if args and len({a.shuffle for a in args}) == 1 else None
@@ -333,6 +334,25 @@ class _Builder:
                 if isinstance(arg, cst.Arg) and arg.keyword is not None and arg.keyword.value == "sampler" and loader in loaders:
                     inline.append(self.sampler_arg(loader, arg, c.node))  # type: ignore[arg-type]
         return found, inline
+
+    def _other_samplers(self, name: str, scope) -> list[cst.CSTNode]:
+        """Bindings of the sampler's name to something the Accelerator's sharding does not
+        replace (`RASampler(dataset, ...)`, a weighted sampler): the loader's `sampler=`
+        must then stay, so the DistributedSampler cannot go."""
+        out = []
+        for b in self.facts.bindings:
+            if b.name != name or b.scope is not scope or b.element is not None:
+                continue
+            value = b.value
+            if isinstance(value, cst.Name) and value.value == "None":
+                continue
+            if self._sampler_value(value)[0] is not None:
+                continue
+            qualified = self.facts.imports.qualify(value.func) if isinstance(value, cst.Call) else ""
+            if (qualified or "").startswith("torch.utils.data") and (qualified or "").endswith(("RandomSampler", "SequentialSampler")):
+                continue
+            out.append(b.target)
+        return out
 
     def _none_bindings(self, name: str, scope, shuffle: str = "True") -> list[cst.BaseSmallStatement]:
         """`train_sampler = None` (the single-process branch), or the plain sampler that
