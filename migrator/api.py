@@ -146,13 +146,14 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     `project_unused`), another file's distribution helpers (`utils.init_distributed_mode
     (args)`, `utils.get_rank()`: project/dist_helpers.py: `project_distribution`), and the
     roles of what it hands to another file's functions (project/param_roles.py:
-    `project_roles`). A file
+    `project_roles`), and its calls of another file's functions that download a data set
+    (project/downloads.py: `project_downloads`). A file
     that learns one is migrated knowing it: its settings, and so its cache key and task,
     are made again."""
     readable = [i for i in items if i.source is not None and not notebook.is_notebook(i.path)]
     marks = {
         "project_unused": (b"transformers",), "project_distribution": (b"init_process_group", b"FileHandler", b"basicConfig"),
-        "project_roles": (b"import",),
+        "project_roles": (b"import",), "project_downloads": (b"download",),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:
@@ -166,7 +167,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     files = project.index({p: sources[p] for p in involved})
     readers = {
         "project_unused": project.unused_models, "project_distribution": project.distribution_calls,
-        "project_roles": project.role_calls,
+        "project_roles": project.role_calls, "project_downloads": project.download_calls,
     }
     found = {f: readers[f](sources, files) for f in wanted}
     for item in readable:

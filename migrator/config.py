@@ -56,6 +56,7 @@ class Config:
     project_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = ()  # calls that save/load a model's state: positions, names
     project_plain: tuple[str, ...] = ()  # calls of functions migrated with this file that need no Accelerator
     project_unthreaded: tuple[tuple[str, bool], ...] = ()  # calls of run functions given no Accelerator: (spelling, it trains)
+    project_downloads: tuple[str, ...] = ()  # calls of other files' functions that download a data set (project/downloads.py)
     # calls of other files' functions and the roles of their arguments by use there (project/param_roles.py)
     project_roles: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
     project_unused: tuple[tuple[str, str], ...] = ()  # model classes with unused parameters: call -> what (project/unused.py)

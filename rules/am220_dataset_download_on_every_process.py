@@ -47,6 +47,10 @@ class DatasetDownloadOnEveryProcess(Rule):
         train_set = datasets.MNIST("../data", train=True, download=True, transform=transform)
     ```
 
+    In a run of several files, a call of another file's function that downloads that way
+    (`get_training_dataloader(...)` building `CIFAR100(root, download=True)` in utils.py) is
+    treated the same, at the call: the other file stays as it is.
+
     ## Fix safety
     `main_process_first()` is itself a collective (a barrier before and after the
     main process's turn), so the statement is wrapped only where every process runs it:
@@ -106,6 +110,8 @@ class DatasetDownloadOnEveryProcess(Rule):
                 self.report(call, edits=fix, call=shown, note="")
 
     def _downloads(self, fact) -> bool:
+        if fact.func is not None and fact.func in self.ctx.config.project_downloads:
+            return True  # a function of another file of the run that downloads (project/downloads.py)
         qualified = fact.qualified or ""
         if qualified in _DOWNLOADERS:
             return True

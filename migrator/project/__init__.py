@@ -38,6 +38,7 @@ two are migrated together, whole or not at all:
 
 
 from migrator.project.dist_helpers import distribution_calls
+from migrator.project.downloads import download_calls
 from migrator.project.decide import Outcome, decide, with_unthreaded
 from migrator.project.index import Call, FileIndex, Function, candidates, index, linked
 from migrator.project.param_roles import role_calls
@@ -46,5 +47,5 @@ from migrator.project.unused import unused_models
 
 __all__ = [
     "Call", "FileIndex", "Function", "Outcome", "SEPARATOR", "STUB",
-    "candidates", "decide", "distribution_calls", "index", "linked", "role_calls", "unused_models", "with_stub", "with_unthreaded", "without_stub",
+    "candidates", "decide", "distribution_calls", "download_calls", "index", "linked", "role_calls", "unused_models", "with_stub", "with_unthreaded", "without_stub",
 ]

@@ -524,3 +524,27 @@ def test_the_index_reads_what_a_function_does_with_its_parameters() -> None:
     assert dict(functions["fit"].param_roles) == {"loader": "dataloader", "net": "model", "opt": "optimizer"}
     assert functions["fit"].updates
     assert functions["score"].param_roles == () and not functions["score"].updates
+
+
+def test_a_download_in_a_helper_of_another_file_runs_on_the_main_process_first(tmp_path) -> None:
+    data = textwrap.dedent('''\
+        import torch
+        from torchvision import datasets, transforms
+
+
+        def make_loader(root, batch_size):
+            images = datasets.MNIST(root, train=True, download=True, transform=transforms.ToTensor())
+            return torch.utils.data.DataLoader(images, batch_size=batch_size, shuffle=True)
+    ''')
+    train = TRAIN.replace("import engine\n", "import engine\nfrom data import make_loader\n").replace(
+        "    train_loader = torch.utils.data.DataLoader(data, batch_size=8)\n",
+        "    train_loader = make_loader(\"mnist\", 8)\n",
+    )
+    assert "make_loader(" in train.split("def main")[1]
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "data.py": data})
+    results = _results([root])
+    after = results["train.py"].after
+    assert "    with accelerator.main_process_first():\n        train_loader = make_loader(\"mnist\", 8)\n" in after, after
+    assert results["data.py"].after in (None, data)
+    alone = _results([os.path.join(root, "train.py")])["train.py"]
+    assert "main_process_first" not in (alone.after or "")  # alone, the helper cannot be read

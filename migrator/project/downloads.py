@@ -1,0 +1,91 @@
+"""Functions of the run that download a data set, read from their bodies.
+
+`utils.get_training_dataloader(...)` builds `torchvision.datasets.CIFAR100(root,
+download=True, ...)` and returns a DataLoader; the set-up calls it from another file. On
+N processes every one downloads and unpacks into the same folder. The set-up is migrated
+with `Config.project_downloads` naming those calls, and AM220 puts them under
+`with accelerator.main_process_first():` as it does a download written in the file.
+Read with `ast`; a function that calls another of its file that downloads downloads too.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.project.index import FileIndex
+
+_MARK = b"download"
+_DATASET_MODULES = ("torchvision.datasets.", "torchaudio.datasets.")
+_DOWNLOADERS = {"download_url", "download_and_extract_archive", "download_file_from_google_drive"}
+
+
+def download_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
+    """For each file of the run that calls a downloading function of another file: the
+    calls as spelled there, as Config.project_downloads takes them."""
+    targets = {c.target for f in files.values() for c in f.calls if c.target[0] != f.path}
+    downloading: set[tuple[str, str]] = set()
+    for path in sorted({t[0] for t in targets}):
+        if _MARK not in sources.get(path, b""):
+            continue
+        try:
+            tree = ast.parse(sources[path])
+        except (SyntaxError, ValueError):
+            continue
+        downloading |= {(path, name) for name in downloaders(tree)}
+    out = {}
+    for path, f in files.items():
+        calls = {c.spelling for c in f.calls if c.target in downloading and c.target[0] != path}
+        if calls:
+            out[path] = tuple(sorted(calls))
+    return out
+
+
+def downloaders(tree: ast.Module) -> set[str]:
+    """The module's top-level functions that download, directly or through another one."""
+    imports = _imports(tree)
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    found = {name for name, f in functions.items() if any(_downloads(n, imports) for n in ast.walk(f))}
+    for _ in range(2):
+        found |= {
+            name for name, f in functions.items()
+            if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in found for n in ast.walk(f))
+        }
+    return found
+
+
+def _downloads(node: ast.AST, imports: dict[str, str]) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    qualified = _qualify(node.func, imports)
+    if qualified.rsplit(".", 1)[-1] in _DOWNLOADERS and "torchvision" in qualified:
+        return True
+    if not qualified.startswith(_DATASET_MODULES):
+        return False
+    for keyword in node.keywords:
+        if keyword.arg == "download":
+            value = keyword.value
+            return not (isinstance(value, ast.Constant) and value.value in (False, None))
+    return False
+
+
+def _imports(tree: ast.Module) -> dict[str, str]:
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                out[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                out[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return out
+
+
+def _qualify(func: ast.expr, imports: dict[str, str]) -> str:
+    parts = []
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if not isinstance(func, ast.Name):
+        return ""
+    head = imports.get(func.id, func.id)
+    return ".".join([head, *reversed(parts)])
