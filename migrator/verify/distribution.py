@@ -40,7 +40,37 @@ def check(pair: Pair) -> list[Problem]:
     return (
         list(_other_engine(pair)) + list(_left_running(pair)) + list(_prepared_twice(pair))
         + list(ddp_options_dropped(pair)) + list(_data_parallel_replaced(pair)) + list(_launch_test_in_part(pair))
+        + list(_group_lost(pair))
     )
+
+
+# torch.distributed calls that need a process group to exist.
+_NEEDS_GROUP = {"get_rank", "get_world_size", "barrier", "all_reduce", "all_gather", "broadcast", "reduce", "gather",
+                "scatter", "new_group", "all_gather_object", "broadcast_object_list"}
+
+
+def _group_lost(pair: Pair) -> Iterator[Problem]:
+    """`init_process_group(...)` went, but a `dist.get_rank()` (or a collective) stays where
+    no Accelerator exists yet to have joined the group (module level, a function that sees
+    none): it fails with "Default process group has not been initialized", on one process too."""
+    if not any(last(call_name(c)) == "init_process_group" for c in pair.before.calls):
+        return
+    after = pair.after
+    if any(last(call_name(c)) == "init_process_group" for c in after.calls):
+        return
+    for call in after.calls:
+        callee = call_name(call)
+        if last(callee) not in _NEEDS_GROUP or not callee.startswith(("dist.", "torch.distributed.")) or _guarded(after, call):
+            continue
+        scope = after.scope_of.get(call, after.tree)
+        if isinstance(scope, ast.Module) or "accelerator" not in ast.unparse(scope):
+            yield pair.at_after(
+                CODE, call,
+                f"left as written: `{callee}()` needs the process group the removed `init_process_group(...)` "
+                "joined, and no Accelerator has joined it where this runs; read it from the Accelerator "
+                "(create it first), then migrate",
+            )
+            return
 
 
 _INDICES = {"process_index", "local_process_index", "num_processes"}

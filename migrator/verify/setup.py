@@ -47,10 +47,12 @@ def _wrap_dropped(pair: Pair) -> Iterator[Problem]:
         if last(call_name(call)) not in wraps or not call.args:
             continue
         wrapped = dotted(_peel(call.args[0]))
-        if wrapped is None or after.is_prepared(wrapped):
-            continue
+        if wrapped is None or any(after.is_prepared(".".join(wrapped.split(".")[:k])) for k in range(1, wrapped.count(".") + 2)):
+            continue  # prepared itself, or a part of a prepared model (`model.features`)
         if any(after.is_prepared(a.target) for a in after.assigns if dotted(_peel(a.value)) == wrapped):
             continue  # prepared under another name it was bound to
+        if any(wrapped in p.args for p in after.prepares):
+            continue  # handed to prepare() (`ddp = accelerator.prepare(net)`)
         yield Pair.at_before(
             CODE, call,
             f"left as written: the `{last(call_name(call))}` wrap of `{wrapped}` would go while `{wrapped}` "

@@ -556,3 +556,40 @@ def test_a_ddp_wrap_removed_while_the_model_is_prepared_nowhere_is_refused() -> 
     assert any("wrap of `model`" in p.message for p in problems)
     fixed = after.replace("optimizer, loader = accelerator.prepare(optimizer, loader)", "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)")
     assert not any("wrap of" in p.message for p in verify(before, fixed))
+
+
+def test_a_rank_read_where_no_accelerator_joined_the_group_is_refused_once_init_goes() -> None:
+    before = textwrap.dedent('''\
+        import torch
+        import torch.distributed as dist
+
+        def main():
+            model = torch.nn.Linear(2, 2)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+        if __name__ == "__main__":
+            dist.init_process_group("nccl")
+            seed = 1 + dist.get_rank()
+            main()
+    ''')
+    after = textwrap.dedent('''\
+        import torch
+        import torch.distributed as dist
+        from runtime import Accelerator
+
+        def main():
+            accelerator = Accelerator()
+            model = torch.nn.Linear(2, 2)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            model, opt = accelerator.prepare(model, opt)
+
+        if __name__ == "__main__":
+            seed = 1 + dist.get_rank()
+            main()
+    ''')
+    problems = verify(before, after)
+    assert any(p.code == "AM955" and "dist.get_rank()" in p.message for p in problems)
+    inside = after.replace("    model, opt = accelerator.prepare(model, opt)\n", "    model, opt = accelerator.prepare(model, opt)\n    print(dist.get_rank())\n")
+    inside = inside.replace("    seed = 1 + dist.get_rank()\n", "")
+    assert inside.count("dist.get_rank()") == 1 and "print(dist.get_rank())" in inside
+    assert not any("removed `init_process_group" in p.message for p in verify(before, inside))
