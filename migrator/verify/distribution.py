@@ -50,9 +50,11 @@ _NEEDS_GROUP = {"get_rank", "get_world_size", "barrier", "all_reduce", "all_gath
 
 
 def _group_lost(pair: Pair) -> Iterator[Problem]:
-    """`init_process_group(...)` went, but a `dist.get_rank()` (or a collective) stays where
-    no Accelerator exists yet to have joined the group (module level, a function that sees
-    none): it fails with "Default process group has not been initialized", on one process too."""
+    """`init_process_group(...)` went, but a `dist.get_rank()` (or a collective) stays at
+    module level where no Accelerator exists yet to have joined the group: it fails with
+    "Default process group has not been initialized", on one process too. (In a function,
+    when it runs cannot be told from here: a collective in a model's forward runs after the
+    set-up.)"""
     if not any(last(call_name(c)) == "init_process_group" for c in pair.before.calls):
         return
     after = pair.after
@@ -63,7 +65,7 @@ def _group_lost(pair: Pair) -> Iterator[Problem]:
         if last(callee) not in _NEEDS_GROUP or not callee.startswith(("dist.", "torch.distributed.")) or _guarded(after, call):
             continue
         scope = after.scope_of.get(call, after.tree)
-        if isinstance(scope, ast.Module) or "accelerator" not in ast.unparse(scope):
+        if isinstance(scope, ast.Module) and not _accelerator_above(after, call):
             yield pair.at_after(
                 CODE, call,
                 f"left as written: `{callee}()` needs the process group the removed `init_process_group(...)` "
@@ -170,6 +172,15 @@ def _left_running(pair: Pair) -> Iterator[Problem]:
             "Accelerator does not know); every piece of the hand-made distribution must go or "
             "become the Accelerator's",
         )
+
+
+def _accelerator_above(program: Program, call: ast.Call) -> bool:
+    """A module-level `accelerator = Accelerator(...)` before the call's line."""
+    return any(
+        isinstance(a.value, ast.Call) and last(call_name(a.value)) == "Accelerator" and a.value.lineno < call.lineno
+        and isinstance(program.scope_of.get(a.value, program.tree), ast.Module)
+        for a in program.assigns
+    )
 
 
 def _place(pair: Pair, node: ast.AST) -> tuple[int, int]:
