@@ -93,7 +93,8 @@ class DirectoryCreatedOnEveryProcess(Rule):
             if qualified == "os.makedirs" and self._checked_first(call, text):
                 self.report(call, edits=[replace(call, _with_exist_ok(call))], note="", **fields)
             elif _spelled_os_mkdir(call) and self._checked_first(call, text):
-                made = _with_exist_ok(call.with_changes(func=call.func.with_changes(attr=cst.Name("makedirs"))))
+                module = cst.Module([]).code_for_node(call.func.value)  # `os`, as the file spells it
+                made = _with_exist_ok(call.with_changes(func=cst.parse_expression(f"{module}.makedirs")))
                 self.report(call, edits=[replace(call, made)], note="", **fields)
             else:
                 fix = "pass `exist_ok=True`" if qualified == "os.makedirs" else "use `os.makedirs(..., exist_ok=True)`"
