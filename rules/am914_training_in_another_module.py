@@ -17,6 +17,9 @@ _LIBRARIES = frozenset({
     "lightning", "pytorch_lightning", "matplotlib", "wandb", "tensorboard", "os", "sys",
     "math", "random", "time", "json", "logging", "functools", "itertools", "copy", "diffusers",
 })
+# Library names a project's own module often takes (`evaluate.py` beside train.py): what
+# the library exports, so `from evaluate import evaluate` is known for the project's.
+_LIBRARY_API = {"evaluate": frozenset({"load", "combine", "evaluator", "list_evaluation_modules", "save", "push_to_hub"})}
 _TRAINING_WORDS = re.compile(r"train|eval|fit|test|valid|epoch|step|loop|run|infer|predict", re.IGNORECASE)
 _ADVICE = (
     "its backward, metrics and prints need the Accelerator too; migrate `{module}` as well "
@@ -130,7 +133,9 @@ class TrainingInAnotherModule(Rule):
         for c in analysis.facts.calls:
             qualified = c.qualified or ""
             module, _, function = qualified.rpartition(".")
-            if not module or module.split(".")[0] in _LIBRARIES or not _TRAINING_WORDS.search(function):
+            root = module.split(".")[0]
+            library = root in _LIBRARIES and (root not in _LIBRARY_API or function in _LIBRARY_API[root])
+            if not module or library or not _TRAINING_WORDS.search(function):
                 continue
             if c.func in analysis.facts.functions or qualified in seen or c.func in seen:
                 continue

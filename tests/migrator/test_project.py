@@ -548,3 +548,23 @@ def test_a_download_in_a_helper_of_another_file_runs_on_the_main_process_first(t
     assert results["data.py"].after in (None, data)
     alone = _results([os.path.join(root, "train.py")])["train.py"]
     assert "main_process_first" not in (alone.after or "")  # alone, the helper cannot be read
+
+
+def test_a_module_named_like_a_library_is_the_projects_when_it_exports_what_the_library_does_not(tmp_path) -> None:
+    """`from evaluate import evaluate` is the project's evaluate.py (the Hugging Face library
+    exports load/combine/evaluator): handing it the prepared loader is reported; a call of
+    the library's own API is not."""
+    own = TRAIN.replace("import engine\n", "import engine\nfrom evaluate import evaluate\n").replace(
+        "    outputs, targets = engine.evaluate(valid_loader, model, device)\n",
+        "    outputs, targets = evaluate(valid_loader, model, device)\n",
+    )
+    assert "= evaluate(valid_loader" in own
+    root = _project(tmp_path, **{"train.py": own, "engine.py": ENGINE})
+    alone = _results([os.path.join(root, "train.py")])["train.py"]
+    assert any(f.code == "AM914" and "`evaluate` from module `evaluate`" in f.message for f in alone.findings)
+    library = own.replace("from evaluate import evaluate\n", "import evaluate\n").replace(
+        "= evaluate(valid_loader, model, device)", "= evaluate.load(valid_loader, model, device)"
+    )
+    (tmp_path / "train.py").write_text(library)
+    again = _results([os.path.join(root, "train.py")])["train.py"]
+    assert not any("module `evaluate`" in f.message for f in again.findings)
