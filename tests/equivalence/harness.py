@@ -108,9 +108,17 @@ def migrated(spec: TrainSpec, target: Target, nproc: int) -> Run:
     args = spec.argv(spec.batch)
     if target is Target.RUNTIME:
         command, env = runner.accel_launch_cmd(script, args, nproc), runner.TEE_ENV
-    else:
-        command, env = runner.accelerate_launch_cmd(script, args, nproc), runner.ACCELERATE_ENV
-    return runner.run(command, _fresh(spec, f"{target.value}-{nproc}"), TIMEOUT_N, env, spec.pattern).check()
+        return runner.run(command, _fresh(spec, f"{target.value}-{nproc}"), TIMEOUT_N, env, spec.pattern).check()
+    run = runner.run(runner.accelerate_launch_cmd(script, args, nproc), _fresh(spec, f"{target.value}-{nproc}"), TIMEOUT_N, runner.ACCELERATE_ENV, spec.pattern)
+    if run.returncode != 0 and _TEARDOWN_ABORT in run.output:
+        # gloo aborting a finished rank at interpreter teardown under Accelerate's launcher
+        # (leave_group_at_exit/ narrows it, pytorch/pytorch#179291): run it once more
+        command = runner.accelerate_launch_cmd(script, args, nproc)
+        run = runner.run(command, _fresh(spec, f"{target.value}-{nproc}"), TIMEOUT_N, runner.ACCELERATE_ENV, spec.pattern)
+    return run.check()
+
+
+_TEARDOWN_ABORT = "terminate called without an active exception"
 
 
 # -- comparisons ----------------------------------------------------------------------------
