@@ -217,6 +217,7 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
 
     # decided on what the migration would write, also for --lint (it then reports that)
     outcome, results = project.decide(files, migrate, target, outside)
+    whole = project.evaluations_left_whole(files, results, outcome.threaded)
     for path, result in results.items():
         item = by_path[path]
         if not item.config.fix:
@@ -224,6 +225,8 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
             if path in outcome.stubs:
                 mine = outcome.covered.get(path, frozenset(t[1] for t in outcome.threaded if t[0] == path))
                 result = project.with_unthreaded(result, migrate(path, (), "", (), (), (), fix=False), mine)
+        if path in whole:
+            result = project.without_share_findings(result, whole[path])
         item.result, item.task = result, None
 
 

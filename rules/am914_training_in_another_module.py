@@ -34,6 +34,12 @@ _LEFT_ALONE = (
     "`{module}` is in this run, but this function is left without the Accelerator (a caller the "
     "run does not change, or a migration that would not be whole: its own findings say what it needs)"
 )
+# An evaluation on loaders left whole computes on all the data: nothing of it is missing.
+_LEFT_WHOLE = (
+    "`{module}` is in this run, but this function is left without the Accelerator (a caller the "
+    "run does not change, outputs it hands back whole for this file to take apart, or a migration "
+    "that would not be whole)"
+)
 _READS_WHOLE = "; it reads {loaders} unprepared (left out of prepare()), so it sees all the data on every process"
 _SHARE = (
     "; it reads {loaders} prepared, so only this process's share of it, and what it computes "
@@ -164,7 +170,9 @@ class TrainingInAnotherModule(Rule):
             if c.func in told and not shared:
                 continue
             told.add(c.func)
-            advice = _LEFT_ALONE.format(module=module) + _whole_loaders(analysis, c.node)
+            whole = _whole_loaders(analysis, c.node)
+            alone = _LEFT_WHOLE if whole and not shared and not unthreaded[c.func] else _LEFT_ALONE
+            advice = alone.format(module=module) + whole
             if shared:
                 advice += _SHARE.format(loaders=", ".join(shared))
             self.report(c.node, call=c.func, module=module, what=what, advice=advice)

@@ -205,10 +205,31 @@ class Collector(cst.CSTVisitor):
     def visit_For(self, node: cst.For) -> None:
         names = tuple(n for n, _, _ in target_names(node.target))
         self.facts.loops.append(
-            LoopFact(node, iterated_name(node.iter), names, self._scopes[-1])
+            LoopFact(node, self._loader_behind(node.iter), names, self._scopes[-1])
         )
         self._bind(node.target, None, node)
         self._loops.append(node)
+
+    def _loader_behind(self, expr: cst.BaseExpression) -> str | None:
+        """The iterated name, seen through a progress bar bound on its own line first
+        (`tk0 = tqdm(loader)` ... `for batch in tk0:`), the last binding of it before the loop
+        in this scope."""
+        name = iterated_name(expr)
+        if name is None or "." in name:
+            return name
+        scope = self._scopes[-1]
+        for binding in reversed(self.facts.bindings):
+            if binding.scope is not scope or binding.name != name:
+                continue
+            value = binding.value
+            if (
+                binding.element is None
+                and isinstance(value, cst.Call)
+                and (dotted_name(value.func) or "").split(".")[-1] == "tqdm"
+            ):
+                return iterated_name(value) or name
+            return name
+        return name
 
     def leave_For(self, node: cst.For) -> None:
         self._loops.pop()

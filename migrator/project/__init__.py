@@ -44,8 +44,9 @@ from migrator.project.index import Call, FileIndex, Function, candidates, index,
 from migrator.project.param_roles import role_calls
 from migrator.project.stub import SEPARATOR, STUB, with_stub, without_stub
 from migrator.project.unused import unused_models
+from migrator.project.whole import evaluations_left_whole, without_share_findings
 
 __all__ = [
     "Call", "FileIndex", "Function", "Outcome", "SEPARATOR", "STUB",
-    "candidates", "decide", "distribution_calls", "download_calls", "index", "linked", "role_calls", "unused_models", "with_stub", "with_unthreaded", "without_stub",
+    "candidates", "decide", "distribution_calls", "download_calls", "evaluations_left_whole", "index", "linked", "role_calls", "unused_models", "with_stub", "with_unthreaded", "without_share_findings", "without_stub",
 ]

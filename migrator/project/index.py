@@ -135,6 +135,7 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
         ok = (
             seen.get(node.name) == 1 and a.kwarg is None and all(_grad_mode(d) for d in node.decorator_list)
             and ACCELERATOR not in params + kwonly and not a.posonlyargs and _trains(node)
+            and (init is not None or not _returns_outputs(node, params))
         )
         out[node.name] = Function(
             node.name, params, kwonly, ok, _stepped_in_loops(node, set(params + kwonly)), init is not None,
@@ -244,13 +245,105 @@ def _param_roles(function: ast.FunctionDef, params: tuple[str, ...]) -> tuple[tu
             elif method in ("train", "eval") and not node.args:
                 note(node.func.value, "model")
     models = {name for name, roles in found.items() if roles == {"model"}}
+    bars = _progress_bars(function)
     for node in ast.walk(function):
         if isinstance(node, ast.For) and _feeds_a_model(node, models):
-            source = node.iter
-            while isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id in _ITERATED_THROUGH and source.args:
-                source = source.args[0]
-            note(source, "dataloader")
+            note(_iterated(node.iter, bars), "dataloader")
     return tuple(sorted((name, next(iter(roles))) for name, roles in found.items() if len(roles) == 1))
+
+
+def _iterated(source: ast.AST, bars: dict[str, ast.AST]) -> ast.AST:
+    """What a `for` draws from, through enumerate()/tqdm()/iter() and a progress bar bound
+    on its own line (`tk0 = tqdm(loader)` ... `for batch in tk0`)."""
+    while True:
+        if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id in _ITERATED_THROUGH and source.args:
+            source = source.args[0]
+        elif isinstance(source, ast.Name) and source.id in bars:
+            source = bars.pop(source.id)
+        else:
+            return source
+
+
+def _progress_bars(function: ast.FunctionDef) -> dict[str, ast.AST]:
+    """Names bound once in the function, to `tqdm(...)` (or `tqdm.tqdm(...)`)."""
+    counts: dict[str, int] = {}
+    bars: dict[str, ast.AST] = {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            counts[node.id] = counts.get(node.id, 0) + 1
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value
+            callee = value.func if isinstance(value, ast.Call) else None
+            tail = callee.id if isinstance(callee, ast.Name) else callee.attr if isinstance(callee, ast.Attribute) else None
+            if tail == "tqdm" and value.args:
+                bars[node.targets[0].id] = value
+    return {name: value for name, value in bars.items() if counts.get(name) == 1}
+
+
+def _returns_outputs(function: ast.FunctionDef, params: tuple[str, ...]) -> bool:
+    """An evaluation that appends what its model parameter computes, whole batch by whole
+    batch, to a list it returns as it is (`preds.append(model(x))` ... `return preds`): its
+    caller takes the batches apart. Gathering them from N processes needs each output's
+    batch dimension, which nothing here shows (a sequence model may put time first; one
+    that flattens them itself, `extend(...)`, `torch.cat(...)`, `.tolist()`, shows the
+    first), so the function is left without the Accelerator and its loader whole."""
+    if _updates(function):
+        return False
+    models = {name for name, role in _param_roles(function, params) if role == "model"}
+    if not models:
+        return False
+    collections: set[str] = set()
+    for loop in (n for n in ast.walk(function) if isinstance(n, ast.For)):
+        derived = _derived_from_calls(loop, models)
+        for node in ast.walk(loop):
+            if (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "append" and isinstance(node.func.value, ast.Name)
+                and len(node.args) == 1 and _mentions(node.args[0], derived, models)
+                and not _flattened(node.args[0])
+            ):
+                collections.add(node.func.value.id)
+    returned = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Return) and node.value is not None:
+            value = node.value
+            parts = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
+            returned |= {p.id for p in parts if isinstance(p, ast.Name)}
+    return bool(collections & returned)
+
+
+def _flattened(expr: ast.AST) -> bool:
+    """`x.item()`, `x.tolist()`, `float(x)`: values, not batches of them."""
+    if isinstance(expr, ast.Call):
+        if isinstance(expr.func, ast.Attribute) and expr.func.attr in ("item", "tolist"):
+            return True
+        if isinstance(expr.func, ast.Name) and expr.func.id in ("float", "int", "list"):
+            return True
+    return False
+
+
+def _derived_from_calls(loop: ast.For, models: set[str]) -> set[str]:
+    """Names bound in the loop from a call of a model, or from names so bound."""
+    derived: set[str] = set()
+    assigns = [n for n in ast.walk(loop) if isinstance(n, ast.Assign)]
+    for _ in range(4):
+        before = len(derived)
+        for node in assigns:
+            if _mentions(node.value, derived, models):
+                for target in node.targets:
+                    derived |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        if len(derived) == before:
+            break
+    return derived
+
+
+def _mentions(expr: ast.AST, derived: set[str], models: set[str]) -> bool:
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in models:
+            return True
+        if isinstance(node, ast.Name) and node.id in derived:
+            return True
+    return False
 
 
 def _feeds_a_model(loop: ast.For, models: set[str]) -> bool:

@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Iterator
 
 from migrator.verify.pair import Pair, Problem
-from migrator.verify.program import Program, call_name, dotted, fed_prepared, iterated, last
+from migrator.verify.program import Program, call_name, dotted, fed_prepared, last
 
 CODE = "AM953"
 _DEVICE_WORDS = ("device", "cuda", "gpu", "rank", "DEVICE")
@@ -291,7 +291,7 @@ def _from_prepared_loader(pair: Pair, what: str, call: ast.Call) -> bool:
     """A batch (or something unpacked from one) inside a loop over a prepared loader."""
     before = pair.before
     for loop in (a for a in before.ancestors(call) if isinstance(a, (ast.For, ast.AsyncFor))):
-        loader = iterated(loop.iter)
+        loader = before.drawn_from(loop)
         if not loader or what.split(".")[0] not in _batch_names(before, loop):
             continue
         if pair.after.is_prepared(loader) or _parameter_fed_prepared(pair, loader, loop):
@@ -383,7 +383,7 @@ def _fed_from_elsewhere(pair: Pair, model: str) -> ast.Call | None:
             continue
         from_loader = any(
             isinstance(loop, (ast.For, ast.AsyncFor)) and root in _batch_names(after, loop)
-            and after.is_prepared(iterated(loop.iter) or "")
+            and after.is_prepared(after.drawn_from(loop) or "")
             for loop in after.ancestors(call)
         )
         if not from_loader:

@@ -136,6 +136,18 @@ class Program:
                 return parent
         return node
 
+    def drawn_from(self, loop: ast.For | ast.AsyncFor | ast.comprehension) -> str | None:
+        """The name a loop draws from, also through a progress bar bound once on its own
+        line in the same function (`tbar = tqdm(loader)` ... `for batch in tbar`)."""
+        name = iterated(loop.iter)
+        if name is None or "." in name:
+            return name
+        scope = self.scope_of.get(loop)
+        bound = [a for a in self.assigns if a.target == name and a.scope is scope]
+        if len(bound) == 1 and isinstance(bound[0].value, ast.Call) and last(call_name(bound[0].value)) == "tqdm":
+            return iterated(bound[0].value) or name
+        return name
+
     def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
         return next((a for a in self.ancestors(node) if isinstance(a, ast.ClassDef)), None)
 
@@ -215,7 +227,7 @@ class Program:
         names = set()
         for node in self.nodes:
             if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-                name = iterated(node.iter)
+                name = self.drawn_from(node)
                 if name:
                     names.add(last(name))
         return names

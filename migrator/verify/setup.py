@@ -13,7 +13,7 @@ from typing import Iterator
 
 from migrator.verify.pair import Pair, Problem
 from migrator.verify.program import (
-    Program, call_name, dotted, fed_prepared, is_optimizer_call, iterated, last, parameter_owners,
+    Program, call_name, dotted, fed_prepared, is_optimizer_call, last, parameter_owners,
 )
 
 CODE = "AM951"
@@ -144,7 +144,7 @@ def _training_loaders(pair: Pair) -> Iterator[Problem]:
     program = pair.after
     trainers = _functions_that_backward(program)
     for loop in (n for n in program.nodes if isinstance(n, (ast.For, ast.AsyncFor))):
-        name = iterated(loop.iter)
+        name = program.drawn_from(loop)
         if name is None or not _trains(loop, trainers):
             continue
         if not program.is_loader(name) and not _named_as_loader(program, name):

@@ -1,0 +1,80 @@
+"""Evaluations of the run that keep all the data: their share-of-the-data findings go.
+
+An evaluation function of the run left without the Accelerator (a caller outside the run,
+outputs it returns whole) reads, at every call, a loader its caller left out of prepare():
+it sees the whole data set on every process and its sums are global. The findings the
+engine file gets for such a function on its own (AM913 "once its loader is prepared",
+AM513 "counts only this process's share") describe a run that does not happen; the
+caller's AM914 says what the run did instead.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+
+from migrator.findings import FileResult
+from migrator.project.index import FileIndex
+
+# What a loader prepared under the function would make it miss.
+_SHARE_CODES = frozenset({"AM503", "AM513", "AM514", "AM515", "AM913"})
+
+
+def evaluations_left_whole(
+    files: dict[str, FileIndex], results: dict[str, FileResult], threaded: frozenset[tuple[str, str]],
+) -> dict[str, frozenset[str]]:
+    """Engine path → its evaluation functions (no backward, no step) left unthreaded that
+    every caller in the run hands only loaders it did not prepare."""
+    prepared = {path: _prepared_names(r.after) for path, r in results.items()}
+    seen: dict[tuple[str, str], bool] = {}
+    for caller in files.values():
+        for call in caller.calls:
+            owner = files.get(call.target[0])
+            function = owner.functions.get(call.target[1]) if owner else None
+            if function is None or function.is_class or function.updates or call.target in threaded:
+                continue
+            loaders = {p for p, role in function.param_roles if role == "dataloader"}
+            given = list(zip(function.params, call.args)) + list(call.keywords)
+            handed = [name for param, name in given if param in loaders]
+            whole = bool(handed) and caller.path in prepared and not any(
+                name is None or name in prepared[caller.path] for name in handed
+            )
+            seen[call.target] = seen.get(call.target, True) and whole
+    out: dict[str, set[str]] = {}
+    for (path, name), whole in seen.items():
+        if whole:
+            out.setdefault(path, set()).add(name)
+    return {path: frozenset(names) for path, names in out.items()}
+
+
+def without_share_findings(result: FileResult, functions: frozenset[str]) -> FileResult:
+    """`result` less the share-of-the-data findings inside `functions`."""
+    try:
+        tree = ast.parse(result.after if result.after is not None else result.before or "")
+    except SyntaxError:
+        return result
+    spans = [
+        (n.lineno, n.end_lineno or n.lineno) for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in functions
+    ]
+    kept = tuple(
+        f for f in result.findings
+        if not (f.code in _SHARE_CODES and any(a <= f.start.line <= b for a, b in spans))
+    )
+    return replace(result, findings=kept) if len(kept) != len(result.findings) else result
+
+
+def _prepared_names(text: str | None) -> set[str]:
+    """Names bound from a `prepare(...)` call in the migrated caller."""
+    try:
+        tree = ast.parse(text or "")
+    except SyntaxError:
+        return set()
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            if isinstance(func, ast.Attribute) and func.attr == "prepare":
+                for target in node.targets:
+                    out |= {ast.unparse(n) for n in ast.walk(target) if isinstance(n, (ast.Name, ast.Attribute))}
+    return out
