@@ -23,7 +23,8 @@ class DatasetDownloadOnEveryProcess(Rule):
     """## What it does
     In a script being migrated, puts the statement that builds a data set with
     `download=True` (`datasets.MNIST(root, train=True, download=True)`, any torchvision
-    or torchaudio data set, also inside the `DataLoader(...)` it feeds) or calls
+    or torchaudio data set, also inside the `DataLoader(...)` it feeds; a data set class of
+    the project's own when it is given `download=True` literally) or calls
     torchvision's `download_url`/`download_and_extract_archive`, under
     `with accelerator.main_process_first():`. Statements of that kind one after another
     share one `with`.
@@ -115,10 +116,10 @@ class DatasetDownloadOnEveryProcess(Rule):
         qualified = fact.qualified or ""
         if qualified in _DOWNLOADERS:
             return True
-        if not qualified.startswith(_DATASET_MODULES):
-            return False
         for arg in fact.node.args:
             if arg.keyword is not None and arg.keyword.value == "download":
+                if not qualified.startswith(_DATASET_MODULES):  # a project's own data set class
+                    return isinstance(arg.value, cst.Name) and arg.value.value == "True"
                 return not (isinstance(arg.value, cst.Name) and arg.value.value in ("False", "None"))
         return False
 

@@ -59,11 +59,11 @@ def _downloads(node: ast.AST, imports: dict[str, str]) -> bool:
     qualified = _qualify(node.func, imports)
     if qualified.rsplit(".", 1)[-1] in _DOWNLOADERS and "torchvision" in qualified:
         return True
-    if not qualified.startswith(_DATASET_MODULES):
-        return False
     for keyword in node.keywords:
         if keyword.arg == "download":
             value = keyword.value
+            if not qualified.startswith(_DATASET_MODULES):  # a project's own data set class
+                return isinstance(value, ast.Constant) and value.value is True
             return not (isinstance(value, ast.Constant) and value.value in (False, None))
     return False
 
