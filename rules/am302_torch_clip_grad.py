@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis.precision import left_by_hand
 from migrator.analysis.reach import unreachable_note
 from migrator.edits import ImportChange, replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -16,6 +17,30 @@ _CLIPS = {
     "torch.nn.utils.clip_grad_value_": "clip_grad_value_",
     "torch.nn.utils.clip_grad.clip_grad_value_": "clip_grad_value_",
 }
+
+
+_HAND_SCALER = (
+    " (left as written: the hand GradScaler stays (AM404 says why) and unscales these "
+    "gradients itself; the Accelerator's clip would unscale them again under fp16)"
+)
+
+
+def _after_hand_unscale(analysis, call: cst.Call) -> bool:
+    """A kept GradScaler's `unscale_()` comes before this clip in the same function."""
+    patterns = analysis.patterns
+    if patterns is None or not patterns.precision.scalers or not left_by_hand(analysis):
+        return False
+    function = analysis.branches.function_of(call)
+    order = analysis.facts.order
+    for scaler in patterns.precision.scalers:
+        for use in scaler.uses:
+            if (
+                use.kind == "unscale_" and use.call is not None
+                and analysis.branches.function_of(use.call) is function
+                and order.get(use.call, 0) < order.get(call, 0)
+            ):
+                return True
+    return False
 
 
 class TorchClipGrad(Rule):
@@ -42,6 +67,8 @@ class TorchClipGrad(Rule):
     ```
 
     ## Known limits
+    A clip after the `unscale_()` of a GradScaler the migration leaves by hand (AM404) stays
+    torch's: that scaler unscales the gradients itself.
     Where no Accelerator can reach the code (a function also called from module level,
     a method of a class that does not hold one), the clipping call is left as it is and
     reported; AM002 says why.
@@ -75,6 +102,9 @@ class TorchClipGrad(Rule):
         if method is None:
             return
         reach = analysis.accelerator_at(node)  # `accelerator`, `self.accelerator`, or out of reach
+        if reach is not None and _after_hand_unscale(analysis, node):
+            self.report(node, func=cst.Module([]).code_for_node(node.func), note=_HAND_SCALER)
+            return
         if reach is None:
             note = unreachable_note(analysis, node)
             self.report(node, func=cst.Module([]).code_for_node(node.func), note=note)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis.options import option_status, with_option
+from migrator.analysis.precision import left_by_hand
 from migrator.analysis.precision import Scaler
 from migrator.analysis.removal import import_removals, removal_unit
 from migrator.cst import attr_call, with_clean_commas
@@ -79,8 +80,8 @@ class GradScaler(Rule):
         precision = patterns.precision
         if not precision.scalers:
             return
-        call, option, problem = option_status(analysis, "mixed_precision")
-        blocked = problem is not None or precision.conflict is not None or bool(precision.indirect)
+        call, option, _ = option_status(analysis, "mixed_precision")
+        blocked = left_by_hand(analysis)
         for scaler in precision.scalers:
             uses = [u for u in scaler.uses if u.kind in _TAKEN_OVER and u.call is not None]
             if not uses:

@@ -232,3 +232,13 @@ def _head_of_autocast(name: cst.Name, facts: Facts, parent, called: set[int]) ->
     if id(node) in called or isinstance(parent(node), (cst.ImportAlias, cst.Decorator)):
         return False
     return (facts.imports.qualify(node) or "") in AUTOCASTS
+
+
+def left_by_hand(analysis) -> bool:
+    """The hand-written precision stays as it is (AM404 says why): the option cannot be
+    given to the Accelerator, the regions disagree, or autocast is used through a variable."""
+    from migrator.analysis.options import option_status
+
+    precision = analysis.patterns.precision
+    _, _, problem = option_status(analysis, "mixed_precision")
+    return problem is not None or precision.conflict is not None or bool(precision.indirect)
