@@ -117,14 +117,30 @@ def _creates_accelerator(pair: Pair) -> bool:
     return made(pair.after) > made(pair.before) or len(pair.after.prepares) > len(pair.before.prepares)
 
 
+# Parts of apex that distribute nothing: fused kernels work under the DDP wrap prepare()
+# makes. Its amp is mixed precision by hand, which cannot follow prepare() (below).
+_APEX_LOCAL = ("apex.optimizers", "apex.normalization", "apex.contrib", "apex.fused_dense", "apex.mlp")
+_APEX_AMP = (
+    "left as written: the script scales its loss with NVIDIA apex.amp (`{name}`); `amp.initialize` "
+    "must see the model before any DDP wrap, so it cannot stay after prepare(): convert it by hand "
+    "(`Accelerator(mixed_precision=\"fp16\")` for O1/O2, `accelerator.backward(loss)` for "
+    "`amp.scale_loss(...)`) or keep it as it is"
+)
+
+
 def _other_engine(pair: Pair) -> Iterator[Problem]:
     for node in pair.before.nodes:
         names = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names = [node.module]
+            names = [node.module] if node.module != "apex" else [f"apex.{a.name}" for a in node.names]
         for name in names:
+            if name.startswith(_APEX_LOCAL):
+                continue
+            if name == "apex.amp" or name.startswith("apex.amp."):
+                yield Pair.at_before(CODE, node, _APEX_AMP.format(name=name))
+                return
             engine = next((e for prefix, e in _ENGINES.items() if name == prefix or name.startswith(prefix + ".")), None)
             if engine:
                 yield Pair.at_before(

@@ -314,6 +314,27 @@ def test_a_script_distributed_by_another_engine_is_left_whole() -> None:
 
 
 @pytest.mark.parametrize(
+    ("line", "refused"),
+    [
+        ("from apex import amp", "apex.amp"),
+        ("import apex.amp as amp", "apex.amp"),
+        ("from apex.parallel import DistributedDataParallel", "distributes with NVIDIA apex"),
+        ("from apex.optimizers import FusedAdam", None),
+    ],
+)
+def test_which_parts_of_apex_are_another_engine(line: str, refused: str | None) -> None:
+    """apex.amp is mixed precision by hand (refused with what to convert it to), apex.parallel
+    a distributed engine; fused optimizers work under the Accelerator's wrap."""
+    before = f"import torch\n{line}\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    after = HEAD + f"{line}\naccelerator = Accelerator()\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel, opt = accelerator.prepare(model, opt)\n"
+    problems = [p for p in verify(before, after) if p.code == "AM955"]
+    if refused is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and refused in problems[0].message
+
+
+@pytest.mark.parametrize(
     "kept",
     ["sampler = DistributedSampler(ds)", "model = DistributedDataParallel(model)", "dist.all_reduce(loss)", "meter.all_reduce()"],
 )
