@@ -14,7 +14,8 @@ from migrator.rule import Example, FixAvailability, Rule
 class PrintOnEveryProcess(Rule):
     """## What it does
     Rewrites `print(...)` to `accelerator.print(...)` in the code that trains and
-    evaluates: inside loops of the scope that creates the Accelerator, and anywhere in
+    evaluates: inside loops of the scope that creates the Accelerator and after its first
+    loop (the summary a run prints at its end), and anywhere in
     functions (and methods of an Accelerator-owning class) that train, evaluate, or loop
     over a dataloader. A `print` that only the main process runs (under
     `if accelerator.is_main_process:` or a rank test) stays.
@@ -68,11 +69,17 @@ class PrintOnEveryProcess(Rule):
         working = self._working_functions()
         home = accelerator_home(analysis)
         home_scope = home.scope if home is not None else None
+        first_loop = min(
+            (facts.order.get(loop.node, 0) for loop in facts.loops if loop.scope is home_scope), default=None
+        )
         for c in facts.calls:
             if not (isinstance(c.node.func, cst.Name) and c.node.func.value == "print"):
                 continue
             scope = c.scope
-            in_scope = id(scope) in working or (scope is home_scope and (bool(c.loops) or _in_while(analysis, c.node)))
+            after_loop = first_loop is not None and facts.order.get(c.node, 0) > first_loop
+            in_scope = id(scope) in working or (
+                scope is home_scope and (bool(c.loops) or after_loop or _in_while(analysis, c.node))
+            )
             if not in_scope or analysis.branches.runs_only_on_main(c.node):
                 continue
             accelerator = analysis.accelerator_at(c.node)

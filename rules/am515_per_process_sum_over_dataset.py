@@ -114,7 +114,7 @@ class PerProcessSumOverDataset(Rule):
                 "total = 0.0\nfor x in loader:\n    loss = model(x).sum()\n    accelerator.backward(loss)\n"
                 "    optimizer.step()\n    total += loss.item()\n"
                 'total = accelerator.reduce(torch.tensor(total, dtype=torch.float64, device=accelerator.device), reduction="sum").item()\n'
-                "print(total / len(loader.dataset))\n"
+                "accelerator.print(total / len(loader.dataset))\n"
             ),
             at=("15:7",),
         ),
