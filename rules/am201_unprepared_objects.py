@@ -57,6 +57,9 @@ class UnpreparedObjects(Rule):
     ```
 
     ## Known limits
+    A loader also handed to an evaluation of another file of the run that gets no
+    Accelerator (it needs all the data) is first bound as it is to `<name>_whole`, which
+    that call then reads (AM914).
     Objects created after training has started (an evaluation loader built at the end)
     are not prepared. When a `len(loader)` sits between the dataloaders and the model,
     the dataloaders get a prepare statement of their own above it.
@@ -83,8 +86,9 @@ class UnpreparedObjects(Rule):
         for group in plan.groups:
             accelerator = self.analysis.accelerator_at(group.after) or self.analysis.accelerator
             statement = prepare_statement(accelerator, group.names, indent)
+            twins = [cst.parse_statement(f"{twin} = {loader}\n") for loader, twin in group.twins]
             self.report(
                 group.after,
-                edits=[insert_after(group.after, statement)],
+                edits=[insert_after(group.after, *twins, statement)],
                 names=", ".join(group.names),
             )

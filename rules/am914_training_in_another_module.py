@@ -45,6 +45,10 @@ _SHARE = (
     "; it reads {loaders} prepared, so only this process's share of it, and what it computes "
     "from it stands for the whole data: gather it there by hand, or keep this loader out of prepare()"
 )
+_TWIN = (
+    "; it is handed {loaders} as it was before prepare() ({twins}), so it sees all the data "
+    "on every process while the rest of the run reads its share"
+)
 _ROLES = {Role.MODEL: "model", Role.OPTIMIZER: "optimizer", Role.DATALOADER: "loader", Role.SCHEDULER: "scheduler"}
 
 
@@ -170,6 +174,16 @@ class TrainingInAnotherModule(Rule):
             if c.func in told and not shared:
                 continue
             told.add(c.func)
+            twins = analysis.plan.twins if analysis.plan is not None and not unthreaded[c.func] else {}
+            edits = [
+                replace(a.value, cst.Name(twins[a.value.value])) for a in c.node.args
+                if isinstance(a.value, cst.Name) and a.value.value in twins
+            ]
+            if edits:
+                handed = ", ".join(f"`{twins[n]}`" for n in twins if f"`{n}`" in shared)
+                advice = _LEFT_WHOLE.format(module=module) + _TWIN.format(loaders=", ".join(shared), twins=handed)
+                self.report(c.node, edits=edits, call=c.func, module=module, what=what, advice=advice)
+                continue
             whole = _whole_loaders(analysis, c.node)
             alone = _LEFT_WHOLE if whole and not shared and not unthreaded[c.func] else _LEFT_ALONE
             advice = alone.format(module=module) + whole

@@ -28,6 +28,8 @@ class PrepareGroup:
 
     names: tuple[str, ...]
     after: cst.BaseStatement
+    # (loader, twin): `twin = loader` bound first, for evaluations of the run that need it whole
+    twins: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,6 +46,11 @@ class PreparePlan:
     block: Block
     groups: tuple[PrepareGroup, ...]
     left_out: tuple[tuple[str, str], ...] = field(default_factory=tuple)  # (name, why)
+
+    @property
+    def twins(self) -> dict[str, str]:
+        """Prepared loader → the name that keeps it as it was (evaluations read all of it)."""
+        return {loader: twin for g in self.groups for loader, twin in g.twins}
 
     @property
     def names(self) -> set[str]:
@@ -161,6 +168,7 @@ def make_plan(
     _prefer_wrapped_over_raw(facts, block, latest, owners)
     chosen: list[_Candidate] = []
     left_out: list[tuple[str, str]] = []
+    twins: dict[str, str] = {}
     for cand in latest.values():
         if cand.role is Role.MODEL and owners and cand.name not in owners:
             continue
@@ -171,6 +179,8 @@ def make_plan(
             if readers:
                 left_out.append((cand.name, f"read only by {readers}, which no Accelerator reaches: every process reads all of it"))
                 continue
+            if "." not in cand.name and _read_by(facts, cand.name, block.scope, unthreaded_calls, parent):
+                twins[cand.name] = _free_name(facts, f"{cand.name}_whole")
         if cand.role is Role.SCHEDULER:
             value = cand.binding.element or cand.binding.value
             if contains_len_of(value, loaders, values):
@@ -192,7 +202,31 @@ def make_plan(
         return None
     chosen.sort(key=lambda c: (_ROLE_ORDER.index(c.role), c.index))
     groups = _place(block, chosen, [u for u in lens if u.index is not None])
+    if twins:
+        groups = tuple(
+            PrepareGroup(g.names, g.after, tuple((n, twins[n]) for n in g.names if n in twins)) for g in groups
+        )
     return PreparePlan(block, groups, tuple(left_out))
+
+
+def _read_by(facts: Facts, name: str, scope, calls: frozenset[str], parent: Callable) -> bool:
+    """Some read of the loader in `scope` is an argument of one of `calls`."""
+    for load in facts.loads:
+        if load.name != name or load.scope is not scope:
+            continue
+        arg = parent(load.node)
+        call = parent(arg) if isinstance(arg, cst.Arg) else None
+        if isinstance(call, cst.Call) and dotted_name(call.func) in calls and arg.value is load.node:
+            return True
+    return False
+
+
+def _free_name(facts: Facts, name: str) -> str:
+    taken = {b.name for b in facts.bindings} | {l.name for l in facts.loads}
+    candidate, n = name, 2
+    while candidate in taken:
+        candidate, n = f"{name}{n}", n + 1
+    return candidate
 
 
 def _only_read_by(facts: Facts, name: str, scope, calls: frozenset[str], parent: Callable) -> str | None:

@@ -24,8 +24,9 @@ def evaluations_left_whole(
     files: dict[str, FileIndex], results: dict[str, FileResult], threaded: frozenset[tuple[str, str]],
 ) -> dict[str, frozenset[str]]:
     """Engine path → its evaluation functions (no backward, no step) left unthreaded that
-    every caller in the run hands only loaders it did not prepare."""
-    prepared = {path: _prepared_names(r.after) for path, r in results.items()}
+    every caller in the run hands only loaders it did not prepare (read in the migrated
+    caller: a loader may be handed as it was before prepare(), under another name)."""
+    migrated = {path: _calls_and_prepared(r.after) for path, r in results.items()}
     seen: dict[tuple[str, str], bool] = {}
     for caller in files.values():
         for call in caller.calls:
@@ -34,11 +35,13 @@ def evaluations_left_whole(
             if function is None or function.is_class or function.updates or call.target in threaded:
                 continue
             loaders = {p for p, role in function.param_roles if role == "dataloader"}
-            given = list(zip(function.params, call.args)) + list(call.keywords)
-            handed = [name for param, name in given if param in loaders]
-            whole = bool(handed) and caller.path in prepared and not any(
-                name is None or name in prepared[caller.path] for name in handed
-            )
+            whole = caller.path in migrated and bool(loaders)
+            if whole:
+                calls, prepared = migrated[caller.path]
+                for args, keywords in calls.get(call.spelling, [([], [])]):
+                    given = list(zip(function.params, args)) + keywords
+                    handed = [name for param, name in given if param in loaders]
+                    whole = whole and bool(handed) and not any(n is None or n in prepared for n in handed)
             seen[call.target] = seen.get(call.target, True) and whole
     out: dict[str, set[str]] = {}
     for (path, name), whole in seen.items():
@@ -64,17 +67,29 @@ def without_share_findings(result: FileResult, functions: frozenset[str]) -> Fil
     return replace(result, findings=kept) if len(kept) != len(result.findings) else result
 
 
-def _prepared_names(text: str | None) -> set[str]:
-    """Names bound from a `prepare(...)` call in the migrated caller."""
+def _calls_and_prepared(text: str | None):
+    """The migrated caller's calls by their spelling ((argument names, keyword names)
+    each, None for other expressions), and the names bound from a `prepare(...)` call."""
     try:
         tree = ast.parse(text or "")
     except SyntaxError:
-        return set()
-    out: set[str] = set()
+        return {}, set()
+    calls: dict[str, list] = {}
+    prepared: set[str] = set()
+
+    def name(node: ast.AST) -> str | None:
+        return ast.unparse(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+
     for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            spelling = name(node.func)
+            if spelling is not None:
+                calls.setdefault(spelling, []).append(
+                    ([name(a) for a in node.args], [(k.arg, name(k.value)) for k in node.keywords if k.arg])
+                )
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             func = node.value.func
             if isinstance(func, ast.Attribute) and func.attr == "prepare":
                 for target in node.targets:
-                    out |= {ast.unparse(n) for n in ast.walk(target) if isinstance(n, (ast.Name, ast.Attribute))}
-    return out
+                    prepared |= {ast.unparse(n) for n in ast.walk(target) if isinstance(n, (ast.Name, ast.Attribute))}
+    return calls, prepared

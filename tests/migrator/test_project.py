@@ -678,3 +678,39 @@ def test_the_index_sees_through_a_progress_bar_and_whole_output_batches() -> Non
     assert dict(functions["predict"].param_roles) == {"loader": "dataloader", "net": "model"}
     assert not functions["predict"].threadable
     assert functions["scores"].threadable and functions["stacked"].threadable
+
+
+def test_a_loader_also_read_whole_by_an_unthreaded_evaluation_is_handed_to_it_as_it_was(tmp_path) -> None:
+    """`valid_loader` feeds the threaded evaluation (its share, gathered) and an evaluation
+    that returns whole output batches (left without the Accelerator, it needs all the
+    data): that call gets the loader as it was before prepare(), bound first."""
+    engine = ENGINE + textwrap.dedent('''\
+
+
+        def predict(model, loader):
+            model.eval()
+            outputs = []
+            with torch.no_grad():
+                for x, y in loader:
+                    outputs.append(model(x))
+            return outputs
+    ''')
+    train = TRAIN.replace(
+        "        print(epoch, len(outputs))\n",
+        "        print(epoch, len(outputs))\n    print(len(engine.predict(model, valid_loader)))\n",
+    )
+    assert "engine.predict" in train
+    root = _project(tmp_path, **{"train.py": train, "engine.py": engine})
+    results = _results([root])
+    after = results["train.py"].after
+    twin = after.index("    valid_loader_whole = valid_loader\n")
+    assert twin < after.index("accelerator.prepare(")
+    assert "engine.predict(model, valid_loader_whole)" in after
+    assert "engine.evaluate(valid_loader, model, device, accelerator=accelerator)" in after
+    assert engine_part(results["engine.py"].after, "def predict") == engine_part(engine, "def predict")
+    assert not [f for f in results["engine.py"].findings if not f.fixed]
+    compile(after, "train.py", "exec")
+
+
+def engine_part(text: str, start: str) -> str:
+    return text[text.index(start):]
