@@ -14,8 +14,8 @@ _EMPTY = cst.Module([])
 
 class HardCodedDeviceMove(Rule):
     """## What it does
-    Rewrites `.cuda()`, `.cuda(0)`, `.to("cuda:0")`, `.to(0)` and
-    `.to(torch.device("cuda"))` on objects the Accelerator does not place (a tensor made
+    Rewrites `.cuda()`, `.cuda(0)`, `.to("cuda:0")`, `.to(0)`,
+    `.to(torch.device("cuda"))` and `.to(config.DEVICE)` (a settings module's constant) on objects the Accelerator does not place (a tensor made
     in the loop, a model rebuilt for inference, a frozen network) to
     `.to(accelerator.device)`, keeping the other arguments (`non_blocking=True`, a dtype).
     Moves that prepare() makes redundant are AM101's.

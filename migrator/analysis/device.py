@@ -48,7 +48,12 @@ def is_device_value(expr: cst.BaseExpression | None, imports: ImportTable) -> bo
         value = str(expr.evaluated_value)
         return value.startswith(_DEVICE_STRINGS) or value == "cpu"
     dotted = dotted_name(expr) or ""
-    return dotted.endswith(".device") and dotted.split(".")[0] in _CONFIG_HEADS
+    return _config_device(dotted)
+
+
+def _config_device(dotted: str) -> bool:
+    """`args.device`, `cfg.device`, `config.DEVICE` (a settings module's constant)."""
+    return dotted.lower().endswith(".device") and dotted.split(".")[0] in _CONFIG_HEADS
 
 
 def _local_rank_names(facts: Facts) -> set[str]:
@@ -134,7 +139,7 @@ def is_device_expr(expr: cst.BaseExpression, device_names: set[str], imports: Im
         return False
     if dotted in device_names:
         return True
-    return dotted.endswith(".device") and dotted.split(".")[0] in _CONFIG_HEADS
+    return _config_device(dotted)
 
 
 def device_move(call: cst.Call, device_names: set[str], imports: ImportTable) -> DeviceMove | None:
@@ -386,4 +391,15 @@ def literal_device(move: DeviceMove, imports: ImportTable) -> bool:
         return bool(arg.args) and all(isinstance(a.value, (cst.SimpleString, cst.Integer)) for a in arg.args) and (
             not isinstance(arg.args[0].value, cst.SimpleString) or str(arg.args[0].value.evaluated_value) != "cpu"
         )
-    return False
+    return _settings_constant(arg, imports)
+
+
+def _settings_constant(arg: cst.BaseExpression | None, imports: ImportTable) -> bool:
+    """`config.DEVICE` of an imported settings module (`import config`, `DEVICE = "cuda"`
+    there): a device fixed in another file, as hand-picked as a literal here."""
+    dotted = dotted_name(arg) if arg is not None else None
+    if dotted is None or dotted.count(".") != 1:
+        return False
+    head, attribute = dotted.split(".")
+    qualified = imports.qualify(arg)
+    return attribute.isupper() and attribute.lower() == "device" and qualified is not None and qualified.split(".")[0] == head and head not in ("torch",)
