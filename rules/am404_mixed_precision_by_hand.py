@@ -8,6 +8,13 @@ from migrator.analysis.options import option_status
 from migrator.rule import Example, Rule
 
 
+# The option alone beside the hand-made scaler would scale the loss twice.
+_THEN = (
+    ", then migrate again so the GradScaler and autocast become the Accelerator's "
+    "(the option beside a hand-made scaler scales the loss twice)"
+)
+
+
 class MixedPrecisionByHand(Rule):
     """## What it does
     Reports autocast regions and GradScalers that AM401/AM402 do not rewrite, with the
@@ -72,7 +79,7 @@ class MixedPrecisionByHand(Rule):
         elif regions or precision.scalers:
             _, option, problem = option_status(analysis, "mixed_precision")
             if option is not None and problem is not None:
-                blocked = problem
+                blocked = problem + _THEN
         for region in regions:
             if region.reason is not None:
                 self.report(region.call, reason=region.reason)
