@@ -9,7 +9,7 @@ here edits anything.
 from __future__ import annotations
 
 from migrator.verify import (
-    batch, checkpoints, collectives, devices, distribution, names, processes, retries, setup, signature, stale, sums,
+    batch, checkpoints, collectives, devices, distribution, intervals, names, processes, retries, setup, signature, stale, sums,
 )
 from migrator.verify.pair import Pair, Problem
 
@@ -17,7 +17,7 @@ __all__ = ["Problem", "verify"]
 
 _CHECKS = (
     names.check, setup.check, stale.check, devices.check, signature.check, distribution.check, processes.check,
-    batch.check, checkpoints.check, sums.check, collectives.check, retries.check,
+    batch.check, checkpoints.check, sums.check, collectives.check, retries.check, intervals.check,
 )
 
 
