@@ -65,7 +65,7 @@ class RankPlumbing(Rule):
             ),
             after=(
                 "from runtime import Accelerator\n\n"
-                "accelerator = Accelerator()\nworld_size = accelerator.num_processes\nprint(world_size)\n"
+                "accelerator = Accelerator()\nworld_size = accelerator.num_processes\naccelerator.print(world_size)\n"
             ),
             at=("6:14", "7:14"),
         ),

@@ -14,11 +14,11 @@ from migrator.rule import Example, FixAvailability, Rule
 class PrintOnEveryProcess(Rule):
     """## What it does
     Rewrites `print(...)` to `accelerator.print(...)` in the code that trains and
-    evaluates: inside loops of the scope that creates the Accelerator and after its first
-    loop (the summary a run prints at its end), and anywhere in
+    evaluates: in the scope that creates the Accelerator, from its creation on, and anywhere in
     functions (and methods of an Accelerator-owning class) that train, evaluate, or loop
     over a dataloader. A `print` that only the main process runs (under
-    `if accelerator.is_main_process:` or a rank test) stays.
+    `if accelerator.is_main_process:` or a rank test) stays, and so does one that names
+    the process it runs on (`print(f"rank {rank} ready")`).
 
     ## Why is this bad?
     On N processes every line is printed N times, interleaved.
@@ -69,18 +69,12 @@ class PrintOnEveryProcess(Rule):
         working = self._working_functions()
         home = accelerator_home(analysis)
         home_scope = home.scope if home is not None else None
-        first_loop = min(
-            (facts.order.get(loop.node, 0) for loop in facts.loops if loop.scope is home_scope), default=None
-        )
         for c in facts.calls:
             if not (isinstance(c.node.func, cst.Name) and c.node.func.value == "print"):
                 continue
             scope = c.scope
-            after_loop = first_loop is not None and facts.order.get(c.node, 0) > first_loop
-            in_scope = id(scope) in working or (
-                scope is home_scope and (bool(c.loops) or after_loop or _in_while(analysis, c.node))
-            )
-            if not in_scope or analysis.branches.runs_only_on_main(c.node):
+            in_scope = id(scope) in working or scope is home_scope
+            if not in_scope or analysis.branches.runs_only_on_main(c.node) or _per_process(c.node):
                 continue
             accelerator = analysis.accelerator_at(c.node)
             if accelerator is None:
@@ -107,10 +101,7 @@ class PrintOnEveryProcess(Rule):
         return out
 
 
-def _in_while(analysis, node: cst.CSTNode) -> bool:
-    current = analysis.parent(node)
-    while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
-        if isinstance(current, cst.While):
-            return True
-        current = analysis.parent(current)
-    return False
+def _per_process(call: cst.Call) -> bool:
+    """A print that names this process (`print(f"rank {rank}: ...")`): each process's own line."""
+    text = cst.Module([]).code_for_node(call).lower()
+    return "rank" in text or "process_index" in text
