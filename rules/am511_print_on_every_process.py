@@ -18,7 +18,9 @@ class PrintOnEveryProcess(Rule):
     functions (and methods of an Accelerator-owning class) that train, evaluate, or loop
     over a dataloader. A `print` that only the main process runs (under
     `if accelerator.is_main_process:` or a rank test) stays, and so does one that names
-    the process it runs on (`print(f"rank {rank} ready")`).
+    the process it runs on (`print(f"rank {rank} ready")`). A script that silences print
+    off the main process itself (`setup_for_distributed`, deit's and BLIP's helpers) is left
+    alone: its prints already run once.
 
     ## Why is this bad?
     On N processes every line is printed N times, interleaved.
@@ -66,6 +68,8 @@ class PrintOnEveryProcess(Rule):
         if not analysis.migrating or "print" in analysis.imports.aliases or any(b.name == "print" for b in analysis.facts.bindings):
             return
         facts = analysis.facts
+        if _prints_silenced(analysis):
+            return
         working = self._working_functions()
         home = accelerator_home(analysis)
         home_scope = home.scope if home is not None else None
@@ -99,6 +103,17 @@ class PrintOnEveryProcess(Rule):
                     if id(f) in facts.method_of and analysis.accelerator_at(f.body) is not None:
                         out.add(id(f))
         return out
+
+
+def _prints_silenced(analysis) -> bool:
+    """The script silences print off the main process itself (`setup_for_distributed`,
+    directly or in its set-up helper `init_distributed_mode`, which the migration keeps):
+    every print already runs once."""
+    patterns = analysis.patterns
+    helpers = patterns.distribution.helper_calls if patterns is not None else ()
+    if any(h.prints for h in helpers):
+        return True
+    return any((c.func or "").split(".")[-1] == "setup_for_distributed" for c in analysis.facts.calls)
 
 
 def _per_process(call: cst.Call) -> bool:
