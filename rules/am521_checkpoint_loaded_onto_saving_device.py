@@ -1,0 +1,123 @@
+"""AM521: a checkpoint loaded for its state dicts onto the device it was saved from."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis.names import dotted_name
+from migrator.edits import replace
+from migrator.rule import Example, FixAvailability, Rule
+
+_LOADS = {"torch.load"}
+
+
+class CheckpointLoadedOntoSavingDevice(Rule):
+    """## What it does
+    In a script being migrated, gives `torch.load(path)` without `map_location` the
+    argument `map_location=accelerator.device` when what it loads goes into
+    `load_state_dict(...)` (`model.load_state_dict(torch.load(path))`, or a checkpoint
+    bound to a name whose entries are handed to `load_state_dict`).
+
+    ## Why is this bad?
+    torch.load puts every tensor back on the device it was saved from, usually `cuda:0`.
+    On N processes each one first loads the whole checkpoint onto GPU 0: N copies there,
+    memory GPU 0 keeps for the rest of the run, and an out-of-memory error with a large
+    model or many processes. Mapped, each process loads onto its own device.
+
+    ## Example
+    ```python
+    model.load_state_dict(torch.load(args.resume))
+    ```
+
+    Use instead:
+    ```python
+    model.load_state_dict(torch.load(args.resume, map_location=accelerator.device))
+    ```
+
+    ## Fix safety
+    `load_state_dict` copies into the tensors the model (or optimizer) already has, on
+    their device, so where the loaded tensors sit first changes nothing the script sees;
+    on one process `accelerator.device` is the GPU the checkpoint was saved from.
+
+    ## Known limits
+    A load whose tensors are used otherwise (data, embeddings, a whole pickled model: see
+    AM510) keeps its device, and so does one that already says where (`map_location=`).
+    """
+
+    code = "AM521"
+    name = "checkpoint-loaded-onto-saving-device"
+    message = "`torch.load(...)` puts the checkpoint on the device it was saved from (GPU 0) on every process; load it onto `accelerator.device`"
+    fix_title = "Pass `map_location=accelerator.device`"
+    fix = FixAvailability.ALWAYS
+    examples = (
+        Example(
+            before=(
+                "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "model = torch.nn.Linear(2, 2)\nmodel.load_state_dict(torch.load(\"last.pth\"))\n"
+            ),
+            after=(
+                "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n"
+                "model = torch.nn.Linear(2, 2)\nmodel.load_state_dict(torch.load(\"last.pth\", map_location=accelerator.device))\n"
+            ),
+            at=("6:23",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        if not analysis.migrating:
+            return
+        states = _state_dict_sources(analysis)
+        for fact in analysis.facts.calls:
+            if (fact.qualified or "") not in _LOADS or _has_location(fact.node):
+                continue
+            if not _feeds_load_state_dict(analysis, fact.node, states):
+                continue
+            accelerator = analysis.accelerator_at(fact.node)
+            if accelerator is None:
+                continue
+            self.report(fact.node, edits=[replace(fact.node, _mapped(fact.node, accelerator))])
+
+
+def _has_location(call: cst.Call) -> bool:
+    return len(call.args) > 1 or any(a.keyword is not None and a.keyword.value == "map_location" for a in call.args)
+
+
+def _state_dict_sources(analysis) -> set[str]:
+    """Names whose value, or an entry of it, is handed to `load_state_dict(...)`."""
+    out = set()
+    for fact in analysis.facts.calls:
+        func = fact.node.func
+        if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" and fact.node.args:
+            value = fact.node.args[0].value
+            while isinstance(value, cst.Subscript):
+                value = value.value
+            name = dotted_name(value)
+            if name is not None:
+                out.add(name)
+    return out
+
+
+def _feeds_load_state_dict(analysis, call: cst.Call, states: set[str]) -> bool:
+    """`x.load_state_dict(torch.load(p))`, or `ckpt = torch.load(p)` with `ckpt` (or
+    `ckpt[...]`) handed to one."""
+    arg = analysis.parent(call)
+    outer = analysis.parent(arg) if isinstance(arg, cst.Arg) else None
+    if isinstance(outer, cst.Call) and isinstance(outer.func, cst.Attribute) and outer.func.attr.value == "load_state_dict":
+        return True
+    assign = analysis.parent(call)
+    if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
+        name = dotted_name(assign.targets[0].target)
+        return name is not None and name in states
+    return False
+
+
+def _mapped(call: cst.Call, accelerator: str) -> cst.Call:
+    args = list(call.args)
+    if args and args[-1].comma == cst.MaybeSentinel.DEFAULT:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    mapped = cst.Arg(
+        cst.parse_expression(f"{accelerator}.device"), keyword=cst.Name("map_location"),
+        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+    )
+    return call.with_changes(args=[*args, mapped])
