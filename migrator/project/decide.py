@@ -110,15 +110,15 @@ def decide(
 
 
 def _unthreaded_calls(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[tuple[str, bool], ...]:
-    """This file's calls of functions of the run that train or read batches and are not given
-    the Accelerator, and whether each trains (calls backward or step): a loader only
-    evaluations read is better left whole."""
+    """This file's calls of functions of the run that train, read batches or run a model
+    and are not given the Accelerator, and whether each trains (calls backward or step): a
+    loader only evaluations read is better left whole."""
     out = set()
     for call in f.calls:
         owner = files.get(call.target[0])
         function = owner.functions.get(call.target[1]) if owner else None
-        reads_data = any(role == "dataloader" for _, role in function.param_roles) if function is not None else False
-        if function is not None and call.target not in threaded and (function.updates or reads_data):
+        roles = {role for _, role in function.param_roles} if function is not None else set()
+        if function is not None and call.target not in threaded and (function.updates or roles & {"dataloader", "model"}):
             out.add((call.spelling, function.updates))
     return tuple(sorted(out))
 

@@ -714,3 +714,35 @@ def test_a_loader_also_read_whole_by_an_unthreaded_evaluation_is_handed_to_it_as
 
 def engine_part(text: str, start: str) -> str:
     return text[text.index(start):]
+
+
+def test_a_function_of_the_run_given_only_the_model_is_named_as_left_alone(tmp_path) -> None:
+    """`evaluate(model, batches)` draws from an iterator, no DataLoader, and evaluate.py runs
+    it itself too (so it is not threaded): the call says the function is in this run and
+    left alone, not "migrate `evaluate` as well" (cs230's nlp example)."""
+    evaluate = textwrap.dedent('''\
+        import torch
+
+
+        def evaluate(model, batches):
+            model.eval()
+            total = 0.0
+            with torch.no_grad():
+                for _ in range(4):
+                    x, y = next(batches)
+                    total += torch.nn.functional.mse_loss(model(x), y).item()
+            return total / 4
+
+
+        if __name__ == "__main__":
+            print(evaluate(torch.nn.Linear(4, 1), iter([(torch.randn(8, 4), torch.randn(8, 1))] * 4)))
+    ''')
+    train = TRAIN.replace("import engine\n", "import engine\nfrom evaluate import evaluate\n").replace(
+        "        print(epoch, len(outputs))\n",
+        "        print(epoch, len(outputs))\n        batches = iter([(torch.randn(8, 4), torch.randn(8, 1))] * 4)\n"
+        "        print(evaluate(model, batches))\n",
+    )
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "evaluate.py": evaluate})
+    results = _results([root])
+    told = [f for f in results["train.py"].findings if f.code == "AM914" and "`evaluate` from module `evaluate`" in f.message]
+    assert len(told) == 1 and "is in this run" in told[0].message and "migrate `evaluate` as well" not in told[0].message
