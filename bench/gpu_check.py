@@ -128,6 +128,8 @@ def check_worker(launch: Launcher, mode: str, flags: list[str], args: argparse.N
 
 
 def check_fsdp(launch: Launcher, args: argparse.Namespace) -> tuple[str, bool | None, str]:
+    if str(REPO) not in sys.path:  # run as `python bench/gpu_check.py` without installing: runtime/ is beside bench/
+        sys.path.insert(0, str(REPO))
     try:
         from runtime import FullyShardedDataParallelPlugin  # noqa: F401
     except ImportError:
