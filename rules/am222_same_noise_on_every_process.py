@@ -110,12 +110,14 @@ class SameNoiseOnEveryProcess(Rule):
             why = "the seed is set in another scope than the one that prepares"
         elif not isinstance(value, (cst.Integer, cst.Name, cst.Attribute)):
             why = "the seed is an expression; add `+ accelerator.process_index` to it after prepare() by hand"
-        elif analysis.order(seed.node) > analysis.order(plan.groups[-1].after):
+        elif plan.last_in_block is None:
+            why = "the objects are prepared inside a branch"
+        elif analysis.order(seed.node) > analysis.order(plan.last_in_block):
             why = "the seed is set after the objects are prepared"
         if why is not None:
             self.report(seed.node, seed=shown, draw=draw, note=f" (left as written: {why})")
             return
-        after = plan.groups[-1].after
+        after = plan.last_in_block
         accelerator = analysis.accelerator_at(after) or analysis.accelerator
         torch = cst.Module([]).code_for_node(seed.node.func)
         code = cst.Module([]).code_for_node(value)

@@ -191,7 +191,12 @@ def prepared_bindings(facts: Facts, prepare_calls, plan, parent) -> frozenset[in
         block = plan.block
         for group in plan.groups:
             anchor = next((i for i, s in enumerate(block.body) if s is group.after), None)
-            if anchor is None:
+            if anchor is None:  # a loader bound in one branch, prepared at that branch's end
+                limit = facts.order.get(group.after, -1)
+                out |= {
+                    id(b) for b in facts.bindings
+                    if b.name in group.names and b.scope is block.scope and facts.order.get(b.statement, limit + 1) <= limit
+                }
                 continue
             for b in facts.bindings:
                 if b.name in group.names and b.scope is block.scope:

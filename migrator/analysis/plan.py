@@ -16,6 +16,7 @@ from migrator.analysis.collect import Binding, Facts
 from migrator.analysis.loop import Block
 from migrator.analysis.manual_update import hand_updated_models
 from migrator.analysis.names import dotted_name
+from migrator.analysis.paths import binds_on_every_path, exits
 from migrator.analysis.roles import Role, RoleTable, parameter_owners
 from migrator.analysis.walk import walk
 
@@ -55,6 +56,13 @@ class PreparePlan:
     @property
     def names(self) -> set[str]:
         return {n for g in self.groups for n in g.names}
+
+    @property
+    def last_in_block(self) -> cst.BaseStatement | None:
+        """The statement of the block itself after which the last prepare goes (loaders
+        prepared inside a branch come first in `groups`, and are not it)."""
+        body = self.block.body
+        return next((g.after for g in reversed(self.groups) if any(g.after is s for s in body)), None)
 
 
 @dataclass
@@ -201,12 +209,57 @@ def make_plan(
     if not chosen:
         return None
     chosen.sort(key=lambda c: (_ROLE_ORDER.index(c.role), c.index))
-    groups = _place(block, chosen, [u for u in lens if u.index is not None])
+    branches = {}
+    for cand in chosen:
+        ends = _branch_ends(facts, block, cand, limit, parent) if cand.role is Role.DATALOADER else ()
+        if ends:
+            branches[cand.name] = ends
+    together = [c for c in chosen if c.name not in branches]
+    groups = tuple(PrepareGroup((name,), end) for name, ends in branches.items() for end in ends)
+    groups += _place(block, together, [u for u in lens if u.index is not None]) if together else ()
     if twins:
         groups = tuple(
             PrepareGroup(g.names, g.after, tuple((n, twins[n]) for n in g.names if n in twins)) for g in groups
         )
     return PreparePlan(block, groups, tuple(left_out))
+
+
+def _branch_ends(facts: Facts, block: Block, cand: _Candidate, limit: int, parent: Callable) -> tuple[cst.BaseStatement, ...]:
+    """Where a dataloader bound on some paths only is prepared: after the last statement
+    of each branch that binds it (paths.py says why); () when it is bound on every path,
+    or when a binding sits in a loop (prepared with the others; the verifier decides)."""
+    if cand.binding is None or cand.index < 0:
+        return ()
+    if any(binds_on_every_path(s, cand.name) for s in block.body[: cand.index + 1]):
+        return ()
+    ends: list[cst.BaseStatement] = []
+    for b in facts.bindings:
+        index = block.index_of(b.statement, parent) if b.name == cand.name and b.scope is block.scope else None
+        if index is None or index >= limit:
+            continue
+        end = _branch_end(b.statement, block, parent)
+        if end is None:
+            return ()
+        if not any(end is e for e in ends):
+            ends.append(end)
+    return tuple(ends)
+
+
+def _branch_end(statement: cst.CSTNode, block: Block, parent: Callable) -> cst.BaseStatement | None:
+    """The last statement of the branch holding `statement` (`statement` itself when the
+    branch ends by leaving); None when a loop or a nested definition lies between."""
+    branch = parent(statement)
+    if not isinstance(branch, cst.IndentedBlock) or branch is block.holder:
+        return None
+    node = branch
+    while node is not None and node is not block.holder:
+        if isinstance(node, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return None
+        node = parent(node)
+    if node is None:
+        return None
+    last = branch.body[-1]
+    return statement if exits(last) else last
 
 
 def _read_by(facts: Facts, name: str, scope, calls: frozenset[str], parent: Callable) -> bool:

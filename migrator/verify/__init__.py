@@ -9,14 +9,14 @@ here edits anything.
 from __future__ import annotations
 
 from migrator.verify import (
-    batch, checkpoints, collectives, devices, distribution, intervals, names, processes, retries, setup, signature, stale, sums,
+    batch, branches, checkpoints, collectives, devices, distribution, intervals, names, processes, retries, setup, signature, stale, sums,
 )
 from migrator.verify.pair import Pair, Problem
 
 __all__ = ["Problem", "verify"]
 
 _CHECKS = (
-    names.check, setup.check, stale.check, devices.check, signature.check, distribution.check, processes.check,
+    names.check, branches.check, setup.check, stale.check, devices.check, signature.check, distribution.check, processes.check,
     batch.check, checkpoints.check, sums.check, collectives.check, retries.check, intervals.check,
 )
 

@@ -59,7 +59,8 @@ def _attributes_read_early(pair: Pair) -> Iterator[Problem]:
 
 
 def _early_reads(program: Program) -> Iterator[tuple[tuple[str, str], ast.Attribute]]:
-    """`self.x` loads in an `__init__` that come before the first `self.x = ...` in it."""
+    """`self.x` loads in an `__init__` that come before the first `self.x = ...` in it, in
+    the order the statements run (a branch's assignments count from the branch on)."""
     for node in program.nodes:
         if not isinstance(node, ast.ClassDef):
             continue
@@ -68,25 +69,26 @@ def _early_reads(program: Program) -> Iterator[tuple[tuple[str, str], ast.Attrib
         for init in (s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"):
             assigned_later = {a.target[5:] for a in program.assigns if a.scope is init and a.target.startswith("self.")}
             assigned: set[str] = set()
-            for statement in init.body:
-                for load in _self_loads(statement):
-                    attr = load.attr
-                    if attr in assigned_later and attr not in assigned and attr not in class_names:
-                        yield (node.name, attr), load
-                assigned |= _self_stores(statement)
+            found: list[tuple[tuple[str, str], ast.Attribute]] = []
+
+            def visit(statements: list[ast.stmt]) -> None:
+                for statement in statements:
+                    own = _own_expressions(statement)
+                    for load in (n for expr in own for n in _self_attributes(expr, ast.Load)):
+                        if load.attr in assigned_later and load.attr not in assigned and load.attr not in class_names:
+                            found.append(((node.name, load.attr), load))
+                    assigned.update(n.attr for expr in own for n in _self_attributes(expr, ast.Store))
+                    for body in nested_bodies(statement):
+                        visit(body)
+
+            visit(init.body)
+            yield from found
 
 
-def _self_loads(statement: ast.stmt) -> Iterator[ast.Attribute]:
-    for n in ast.walk(statement):
-        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name) and n.value.id == "self":
+def _self_attributes(expr: ast.AST, ctx: type) -> Iterator[ast.Attribute]:
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ctx) and isinstance(n.value, ast.Name) and n.value.id == "self":
             yield n
-
-
-def _self_stores(statement: ast.stmt) -> set[str]:
-    return {
-        n.attr for n in ast.walk(statement)
-        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name) and n.value.id == "self"
-    }
 
 
 def _module_reads_before_binding(pair: Pair) -> Iterator[Problem]:
@@ -126,7 +128,7 @@ def _early_module_reads(tree: ast.Module) -> list[tuple[str, ast.Name]]:
                 bound.add(stmt.name)
                 continue
             bound.update(_targets(stmt))
-            for body in _bodies(stmt):
+            for body in nested_bodies(stmt):
                 visit(body)
 
     visit(tree.body)
@@ -139,7 +141,7 @@ def _bound_by(stmt: ast.stmt) -> list[tuple[str, int]]:
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return [(stmt.name, stmt.lineno)]
     out = [(name, stmt.lineno) for name in _targets(stmt)]
-    for body in _bodies(stmt):
+    for body in nested_bodies(stmt):
         for inner in body:
             out += _bound_by(inner)
     return out
@@ -163,7 +165,7 @@ def _targets(stmt: ast.stmt) -> list[str]:
     return names + [n.target.id for n in ast.walk(stmt) if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name)]
 
 
-def _bodies(stmt: ast.stmt) -> list[list[ast.stmt]]:
+def nested_bodies(stmt: ast.stmt) -> list[list[ast.stmt]]:
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return []
     out = [getattr(stmt, f) for f in ("body", "orelse", "finalbody") if isinstance(getattr(stmt, f, None), list)]
@@ -179,7 +181,7 @@ def _own_expressions(stmt: ast.stmt) -> list[ast.AST]:
         return [*stmt.decorator_list, *stmt.args.defaults, *(d for d in stmt.args.kw_defaults if d)]
     if isinstance(stmt, ast.ClassDef):
         return [*stmt.decorator_list, *stmt.bases]
-    nested = {id(s) for body in _bodies(stmt) for s in body}
+    nested = {id(s) for body in nested_bodies(stmt) for s in body}
     return [c for c in ast.iter_child_nodes(stmt) if id(c) not in nested and not isinstance(c, ast.stmt)]
 
 

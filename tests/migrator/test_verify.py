@@ -47,6 +47,49 @@ def test_prepare_above_the_accelerator_is_refused() -> None:
     assert ("AM950", 5) in _codes(before, after)
 
 
+def test_prepare_of_an_object_bound_in_one_branch_only() -> None:
+    before = """
+        import torch
+        def main(args):
+            model = Net()
+            if args.train:
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x in loader:
+                if args.train:
+                    optimizer.step()
+    """
+    after = """
+        import torch
+        def main(args):
+            accelerator = Accelerator()
+            model = Net()
+            if args.train:
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            model, optimizer = accelerator.prepare(model, optimizer)
+            for x in loader:
+                if args.train:
+                    optimizer.step()
+    """
+    assert ("AM950", 7) in _codes(before, after)
+
+
+@pytest.mark.parametrize(
+    "branch",
+    [
+        "if a:\n        model = Net()\n    else:\n        model = Big()",
+        "if a:\n        model = Net()\n    else:\n        raise SystemExit('no model')",
+        "try:\n        model = Net()\n    except ImportError:\n        model = Big()",
+        "if a:\n        model = Net()\n    elif b:\n        model = Big()\n    model.train()",  # read below anyway
+    ],
+)
+def test_prepare_of_an_object_bound_on_every_path(branch: str) -> None:
+    body = f"def main(a, b):\n    {branch}\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    after = body.replace("def main(a, b):\n", "def main(a, b):\n    accelerator = Accelerator()\n") + (
+        "    model, opt = accelerator.prepare(model, opt)\n"
+    )
+    assert not [c for c in _codes(HEAD + body, HEAD + after) if c[0] == "AM950"]
+
+
 def test_undefined_names_the_script_already_had_are_not_blamed() -> None:
     before = "import torch\nprint(undefined_thing)\n"
     after = "import torch\nfrom runtime import Accelerator\naccelerator = Accelerator()\nprint(undefined_thing)\n"
