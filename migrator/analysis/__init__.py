@@ -27,6 +27,7 @@ from migrator.analysis.device import (
     prepared_bindings,
 )
 from migrator.analysis.manual_update import hand_update_block, hand_updated_models
+from migrator.analysis.meters import meter_classes
 from migrator.analysis.loop import Block, backward_loops, enclosing_block, training_functions
 from migrator.analysis.names import ImportTable, dotted_name
 from migrator.analysis.patterns import Patterns, find_patterns
@@ -198,11 +199,22 @@ class ScriptAnalysis:
         return any(b.scope is scope and b.name == name for b in self.facts.bindings)
 
 
+def _local_meter_classes(by_type) -> frozenset[str]:
+    """This file's running-meter classes (meters.py), read only from classes with an `update`."""
+    classes = [
+        c for c in by_type.get("ClassDef", ())
+        if any(isinstance(s, cst.FunctionDef) and s.name.value == "update" for s in getattr(c.body, "body", ()))
+    ]
+    if not classes:
+        return frozenset()
+    return meter_classes("\n".join(cst.Module([]).code_for_node(c) for c in classes))
+
+
 def analyze(
     wrapper: MetadataWrapper, *, batch_stepped: frozenset[str] = frozenset(),
     loader_calls: dict[str, tuple[int, ...]] | None = None, unused_models: dict[str, str] | None = None,
     distribution_helpers: dict[str, list] | None = None, unthreaded_calls: frozenset[str] = frozenset(),
-    argument_roles: dict[str, dict[str, str]] | None = None,
+    argument_roles: dict[str, dict[str, str]] | None = None, meter_calls: frozenset[str] = frozenset(),
 ) -> ScriptAnalysis:
     """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy).
     `batch_stepped`: schedulers handed to a function of another file of the run that steps
@@ -212,7 +224,8 @@ def analyze(
     gradient (analysis.ddp_options); `distribution_helpers`: calls of other files' distribution
     helpers → [kind, attributes, print helper] (migrator/project/dist_helpers.py);
     `unthreaded_calls`: calls of evaluation functions of other files of the run that get no Accelerator;
-    `argument_roles`: calls of functions of other files → position or parameter → role."""
+    `argument_roles`: calls of functions of other files → position or parameter → role;
+    `meter_calls`: calls of other files' running-meter classes (analysis/meters.py)."""
     module = wrapper.module
     tables = node_tables(module)
     parents, by_type = tables.parents, tables.by_type
@@ -247,6 +260,7 @@ def analyze(
     patterns = find_patterns(
         module, facts, roles, loops_with_backward, frozenset(prepared), parent, branches.audience_of_test,
         frozenset(droppable), block.scope if block is not None else None, unused_models, distribution_helpers,
+        meter_calls | _local_meter_classes(by_type),
     )
     setup = None
     if block is not None and not acc_names:

@@ -96,25 +96,25 @@ def _subscripted_roots(loop: EvalLoop, statements: list[cst.BaseSmallStatement])
 def metrics_gathers(
     facts: Facts, roles: RoleTable, backward_loops: set[int], prepared: frozenset[str], parent,
     reducers: frozenset[str] = frozenset(),
+    summed: frozenset[int] = frozenset(),
 ) -> tuple[MetricsGather, ...]:
-    """`reducers`: other files' helpers that all-reduce what they are given (`utils.reduce_sum`)."""
+    """`reducers`: other files' helpers that all-reduce what they are given (`utils.reduce_sum`);
+    `summed`: ids of meter updates added up across processes after their loop (meters.py)."""
     out = []
     for fact in facts.loops:
-        name = fact.iter_name
-        if id(fact.node) in backward_loops or roles.of(name) is not Role.DATALOADER:
+        if id(fact.node) in backward_loops or not sharded_loop(fact, facts, roles, prepared) or _already_gathered(fact.node):
             continue
-        if not _sharded(name, fact, facts, prepared) or _already_gathered(fact.node):
-            continue
-        found = _gather(fact, facts, roles, parent)
+        found = _gather(fact, facts, roles, parent, summed)
         if found is not None and not _aggregated_later(found, fact, facts, reducers):
             out.append(found)
     return tuple(out)
 
 
-def _sharded(name: str | None, fact: LoopFact, facts: Facts, prepared: frozenset[str]) -> bool:
+def sharded_loop(fact: LoopFact, facts: Facts, roles: RoleTable, prepared: frozenset[str]) -> bool:
     """The loop iterates a prepared loader: prepared here, a parameter (the caller passes
     the prepared one), or `self.loader` stored from one (`self.loader = loader`)."""
-    if name is None:
+    name = fact.iter_name
+    if name is None or roles.of(name) is not Role.DATALOADER:
         return False
     if name in prepared or (isinstance(fact.scope, cst.FunctionDef) and name in facts.params.get(id(fact.scope), ())):
         return True
@@ -128,7 +128,7 @@ def _sharded(name: str | None, fact: LoopFact, facts: Facts, prepared: frozenset
     return False
 
 
-def _gather(fact: LoopFact, facts: Facts, roles: RoleTable, parent) -> MetricsGather | None:
+def _gather(fact: LoopFact, facts: Facts, roles: RoleTable, parent, summed: frozenset[int] = frozenset()) -> MetricsGather | None:
     loop = EvalLoop(fact, facts, roles)
     statements: list[cst.BaseSmallStatement] = []
     arg_gathers: list[ArgGather] = []
@@ -140,7 +140,7 @@ def _gather(fact: LoopFact, facts: Facts, roles: RoleTable, parent) -> MetricsGa
             continue
         for small in stmt.body:
             value = loop.metric(small)
-            if value is None:
+            if value is None or (isinstance(small, cst.Expr) and id(small.value) in summed):
                 continue
             statements.append(small)
             if not direct:

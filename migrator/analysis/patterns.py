@@ -18,7 +18,8 @@ from migrator.analysis.ddp_options import DdpOptions, ddp_options
 from migrator.analysis.device import device_variables
 from migrator.analysis.device_choice import DeviceChoice, device_choices, training_cpu
 from migrator.analysis.distributed import DistributionFacts, distribution_facts
-from migrator.analysis.metrics import MetricsGather, metrics_gathers
+from migrator.analysis.meters import MeterSync, meter_syncs
+from migrator.analysis.metrics import MetricsGather, metrics_gathers, sharded_loop
 from migrator.analysis.options import AcceleratorOption, accelerator_options, handler_option
 from migrator.analysis.precision import PrecisionFacts, precision_facts
 from migrator.analysis.roles import Role, RoleTable
@@ -34,6 +35,7 @@ class Patterns:
     devices: tuple[DeviceChoice, ...] = field(default_factory=tuple)  # device_choice.py
     cpu_problem: str | None = None  # why the user's CPU choice cannot become `cpu=`
     ddp: DdpOptions = field(default_factory=lambda: DdpOptions((), ()))  # ddp_options.py
+    meters: tuple[MeterSync, ...] = ()  # meters.py
 
     @property
     def option_names(self) -> frozenset[str]:
@@ -53,6 +55,7 @@ def find_patterns(
     training_scope: cst.CSTNode | None = None,
     models: Mapping[str, str] | None = None,
     helpers: Mapping[str, list] | None = None,
+    meter_classes: frozenset[str] = frozenset(),
 ) -> Patterns:
     """`rank_audience(expr)` says whether a test holds on the main process only (the
     lint's analysis.branches answers it); `vanishing` are ids of nodes other steps remove
@@ -64,6 +67,7 @@ def find_patterns(
     devices = device_choices(facts, [v.binding for v in device_variables(facts)], parent)
     cpu, cpu_problem = training_cpu(devices, (module,) if training_scope is None else (module, training_scope))
     options = accelerator_options(precision, accs, facts, parent)
+    meters = meter_syncs(facts, meter_classes, lambda loop: sharded_loop(loop, facts, roles, prepared), parent) if meter_classes else ()
     ddp = ddp_options(facts, parent, models, training_scope)
     if ddp.handler_code is not None:
         options += (handler_option(ddp),)
@@ -78,7 +82,9 @@ def find_patterns(
         metrics=metrics_gathers(
             facts, roles, backward_loops, prepared, parent,
             frozenset(s for s, (kind, *_) in (helpers or {}).items() if kind == "reduced"),
+            frozenset(id(c) for m in meters for c in m.updates),
         ),
+        meters=meters,
         options=options,
         devices=devices,
         cpu_problem=cpu_problem,

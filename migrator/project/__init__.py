@@ -41,6 +41,7 @@ from migrator.project.dist_helpers import distribution_calls
 from migrator.project.downloads import download_calls
 from migrator.project.decide import Outcome, decide, with_unthreaded
 from migrator.project.index import Call, FileIndex, Function, candidates, index, linked
+from migrator.project.meters import meter_calls
 from migrator.project.param_roles import role_calls
 from migrator.project.stub import SEPARATOR, STUB, with_stub, without_stub
 from migrator.project.unused import unused_models
@@ -48,5 +49,5 @@ from migrator.project.whole import evaluations_left_whole, without_share_finding
 
 __all__ = [
     "Call", "FileIndex", "Function", "Outcome", "SEPARATOR", "STUB",
-    "candidates", "decide", "distribution_calls", "download_calls", "evaluations_left_whole", "index", "linked", "role_calls", "unused_models", "with_stub", "with_unthreaded", "without_share_findings", "without_stub",
+    "candidates", "decide", "distribution_calls", "download_calls", "evaluations_left_whole", "index", "linked", "meter_calls", "role_calls", "unused_models", "with_stub", "with_unthreaded", "without_share_findings", "without_stub",
 ]

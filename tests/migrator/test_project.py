@@ -746,3 +746,31 @@ def test_a_function_of_the_run_given_only_the_model_is_named_as_left_alone(tmp_p
     results = _results([root])
     told = [f for f in results["train.py"].findings if f.code == "AM914" and "`evaluate` from module `evaluate`" in f.message]
     assert len(told) == 1 and "is in this run" in told[0].message and "migrate `evaluate` as well" not in told[0].message
+
+
+def test_a_meter_class_of_another_file_is_summed_across_processes(tmp_path) -> None:
+    """`from meters import AverageMeter`: the class's bookkeeping (sum, count, avg) is read
+    from meters.py, so the engine's meter is added up after its loop; a class that keeps
+    another average (exponential) is not touched."""
+    meters = textwrap.dedent('''\
+        class AverageMeter:
+            def __init__(self):
+                self.sum, self.count, self.avg = 0.0, 0, 0.0
+
+            def update(self, val, n=1):
+                self.sum += val * n
+                self.count += n
+                self.avg = self.sum / self.count
+    ''')
+    engine = ENGINE.replace("from tqdm import tqdm\n", "from tqdm import tqdm\nfrom meters import AverageMeter\n").replace(
+        "    model.train()\n    for x, y in tqdm(loader):\n",
+        "    model.train()\n    losses = AverageMeter()\n    for x, y in tqdm(loader):\n",
+    ).replace("        optimizer.step()\n", "        optimizer.step()\n        losses.update(loss.item(), x.size(0))\n    return losses.avg\n", 1)
+    assert "losses.update(" in engine
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": engine, "meters.py": meters})
+    after = _results([root])["engine.py"].after
+    assert "    for meter in (losses,):\n        meter.sum, meter.count = accelerator.reduce(" in after, after
+    assert after.index("for meter in (losses,)") < after.index("    return losses.avg")
+    not_a_meter = meters.replace("self.avg = self.sum / self.count", "self.avg = 0.9 * self.avg + 0.1 * val")
+    root = _project(tmp_path / "ema", **{"train.py": TRAIN, "engine.py": engine, "meters.py": not_a_meter})
+    assert "for meter in" not in (_results([root])["engine.py"].after or "")
