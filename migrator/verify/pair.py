@@ -28,13 +28,16 @@ class Pair:
     after_text: str
     before: Program
     after: Program
+    # top-level names of this file that other files of the run call once per process
+    # (project/entries.py): a set-up created in them runs where those callers run
+    called_elsewhere: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, before_text: str, after_text: str) -> "Pair | None":
+    def of(cls, before_text: str, after_text: str, called_elsewhere: frozenset[str] = frozenset()) -> "Pair | None":
         before, after = Program.parse(before_text), Program.parse(after_text)
         if before is None or after is None:
             return None
-        return cls(before_text, after_text, before, after)
+        return cls(before_text, after_text, before, after, called_elsewhere)
 
     @functools.cached_property
     def _after_to_before(self) -> list[tuple[int, bool]]:

@@ -31,7 +31,7 @@ def _setup_nobody_calls(pair: Pair) -> Iterator[Problem]:
     if any(last(call_name(c)) == "Accelerator" for c in pair.before.calls):
         return
     referenced = {n.id for n in after.nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    referenced |= _ENTRY_POINTS
+    referenced |= _ENTRY_POINTS | pair.called_elsewhere
     for call in after.calls:
         if last(call_name(call)) != "Accelerator":
             continue

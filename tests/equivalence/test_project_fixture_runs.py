@@ -19,6 +19,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 RUNS = {
     "project-setup-and-engine": "train.py",
     "project-trainer-class-in-another-module": "main.py",
+    "project-setup-class-in-another-module": "main.py",
     "project-package-relative-imports": "trainer.cli",
     "project-engine-under-an-alias": "main.py",
     "project-loaders-from-a-helper-module": "train.py",

@@ -774,3 +774,44 @@ def test_a_meter_class_of_another_file_is_summed_across_processes(tmp_path) -> N
     not_a_meter = meters.replace("self.avg = self.sum / self.count", "self.avg = 0.9 * self.avg + 0.1 * val")
     root = _project(tmp_path / "ema", **{"train.py": TRAIN, "engine.py": engine, "meters.py": not_a_meter})
     assert "for meter in" not in (_results([root])["engine.py"].after or "")
+
+
+_SELF_BUILT = textwrap.dedent('''\
+    import torch
+
+
+    class Trainer:
+        def __init__(self, loader):
+            self.loader = loader
+            self.model = torch.nn.Linear(4, 1)
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+        def fit(self):
+            for x, y in self.loader:
+                self.optimizer.zero_grad()
+                torch.nn.functional.mse_loss(self.model(x), y).backward()
+                self.optimizer.step()
+''')
+
+
+@pytest.mark.parametrize(
+    "caller, entered",
+    [
+        ("def main():\n    Trainer(make()).fit()\n\n\nif __name__ == '__main__':\n    main()\n", True),
+        ("def main():\n    for seed in range(3):\n        Trainer(make()).fit()\n", False),  # one Accelerator per run
+        ("import torch.multiprocessing as mp\n\n\ndef worker(rank):\n    Trainer(make()).fit()\n\n\nmp.spawn(worker, nprocs=2)\n", False),
+        ("import torch\n\n\ndef main():\n    model = torch.nn.Linear(4, 1)\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    Trainer(make()).fit()\n", False),
+    ],
+    ids=["once", "in-a-loop", "in-a-spawned-worker", "caller-sets-up"],
+)
+def test_a_set_up_built_in_a_class_another_file_constructs(tmp_path, caller, entered) -> None:
+    """The class builds its model and optimizer; the entry point constructs it once per
+    process: the class's file is migrated (its Accelerator made in __init__). Constructed
+    in a loop or in a worker handed to mp.spawn, it is left as written with AM954; a caller
+    with a set-up of its own passes its Accelerator in instead (decide.py's threading)."""
+    make = "import torch\nfrom trainer import Trainer\n\n\ndef make():\n    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randn(8, 1)))\n\n\n"
+    root = _project(tmp_path, **{"main.py": make + caller, "trainer.py": _SELF_BUILT})
+    result = _results([root])["trainer.py"]
+    assert ("self.accelerator = Accelerator()" in (result.after or "")) is entered
+    if "sets-up" not in caller and "opt =" not in caller:  # a caller with a set-up threads its Accelerator in
+        assert any(f.code == "AM954" for f in result.findings) is not entered

@@ -1,0 +1,87 @@
+"""Names of a file that other files of the run call once per process.
+
+RAM's `trainer.py` builds its model and optimizer in `Trainer.__init__`; `main.py` runs
+`Trainer(config, loaders)` once. Alone, trainer.py's migration creates the Accelerator in
+a class nothing in the file calls, and the verifier leaves it as written (AM954: whether
+it runs once per process cannot be seen). With main.py in the run it can: the file is
+migrated with `Config.project_entered` naming the classes and functions that another
+file calls outside any loop, from a function that file does not hand on as a value (a
+worker `torch.multiprocessing` starts is such a value).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.project.index import FileIndex
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)
+
+
+def entered_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
+    """For each file of the run: its top-level names that another file calls once per process."""
+    out: dict[str, set[str]] = {}
+    for path, f in files.items():
+        calls = [c for c in f.calls if c.target[0] != path and c.target[0] in files]
+        if not calls:
+            continue
+        try:
+            tree = ast.parse(sources[path])
+        except (SyntaxError, ValueError):
+            continue
+        if _sets_up(tree):
+            continue  # its own set-up: what it hands over is its to prepare (the threading of decide.py)
+        once = _called_once(tree)
+        for c in calls:
+            if c.spelling in once:
+                out.setdefault(c.target[0], set()).add(c.target[1])
+    return {path: tuple(sorted(names)) for path, names in out.items()}
+
+
+def _called_once(tree: ast.Module) -> set[str]:
+    """Spellings of the calls made outside loops, in the module's body or in a function it
+    does not pass around as a value. A spelling also called inside a loop is left out."""
+    handed_on = _passed_as_values(tree)
+    once: set[str] = set()
+    repeated: set[str] = set()
+
+    def visit(node: ast.AST, in_loop: bool, function: str | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Call):
+                spelling = _spelling(child.func)
+                if spelling is not None:
+                    (repeated if in_loop or function in handed_on else once).add(spelling)
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(child, False, child.name if function is None else function)
+            else:
+                visit(child, in_loop or isinstance(child, _LOOPS), function)
+
+    visit(tree, False, None)
+    return once - repeated
+
+
+def _sets_up(tree: ast.Module) -> bool:
+    """The file builds an optimizer, reads a model's parameters or has an Accelerator."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            spelling = _spelling(node.func) or (node.func.attr if isinstance(node.func, ast.Attribute) else "")
+            name = spelling.rsplit(".", 1)[-1]
+            if "optim." in f"{spelling}." and name[:1].isupper() or name in {"parameters", "Accelerator", "prepare"}:
+                return True
+    return False
+
+
+def _passed_as_values(tree: ast.Module) -> set[str]:
+    """Names handed to a call as arguments (`mp.spawn(worker, ...)`, `Thread(target=run)`)."""
+    return {
+        a.id for n in ast.walk(tree) if isinstance(n, ast.Call)
+        for a in [*n.args, *(k.value for k in n.keywords)] if isinstance(a, ast.Name)
+    }
+
+
+def _spelling(func: ast.AST) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        return f"{func.value.id}.{func.attr}"
+    return None
