@@ -60,6 +60,10 @@ def _destroy_process_group() -> str:
     return ""
 
 
+# multiprocessing's fork server and its resource tracker: `python -c "from multiprocessing.forkserver import main; ..."`
+_SESSION_HELPERS = "from multiprocessing."
+
+
 def _children() -> list[psutil.Process]:
     try:
         return psutil.Process().children(recursive=True)
@@ -75,6 +79,8 @@ def _kill_new_children(before: set[int]) -> str:
         try:
             if child.status() == psutil.STATUS_ZOMBIE:
                 continue  # exited, not yet waited for by its owner: nothing left running
+            if any(_SESSION_HELPERS in part for part in child.cmdline()):
+                continue  # the equivalence runs' fork server (tests/equivalence/forked.py) lives for the session
             names.append(f"{child.pid} ({' '.join(child.cmdline()[:3])})")
             child.kill()
             killed.append(child)

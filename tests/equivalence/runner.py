@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from tests.equivalence import forked
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -136,8 +138,14 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def run(
     command: Sequence[str], cwd: Path, timeout: float, env: dict[str, str] | None = None, pattern: str | None = None
 ) -> Run:
-    """Run to completion or kill the whole session at `timeout`; stdout and stderr together."""
+    """Run to completion or kill the whole session at `timeout`; stdout and stderr together.
+    A one-process script runs forked from a server with torch imported (forked.py)."""
     start = time.monotonic()
+    if forked.usable(list(command)):
+        status, output = forked.run(list(command), cwd, child_env(env), timeout)
+        if status is None:
+            raise AssertionError(f"timed out after {timeout}s: {' '.join(command)}\n{output[-3000:]}")
+        return Run(list(command), status, output, time.monotonic() - start, parse_steps(output, pattern))
     proc = subprocess.Popen(
         list(command),
         cwd=cwd,
