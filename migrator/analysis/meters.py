@@ -63,7 +63,8 @@ def meter_classes(code: str) -> frozenset[str]:
 
 def meter_syncs(facts: Facts, classes: frozenset[str], sharded, parent) -> tuple[MeterSync, ...]:
     """Loops over a prepared loader (`sharded(loop_fact)`) that update meters of `classes`
-    bound once in the loop's scope, above the loop, and updated nowhere else (`done` when
+    bound once in the loop's scope, above the loop, and updated nowhere else, clocks left
+    out (`done` when
     the sums' reduction already follows the loop)."""
     meters: dict[tuple[int, str], int] = {}  # (scope id, name) -> bindings
     made: dict[tuple[int, str], bool] = {}
@@ -88,7 +89,7 @@ def meter_syncs(facts: Facts, classes: frozenset[str], sharded, parent) -> tuple
                 continue
             if not any(id(c) in inside for c in found):
                 continue
-            if not all(id(c) in inside for c in found) or _bound_after(facts, fact, name):
+            if not all(id(c) in inside for c in found) or _bound_after(facts, fact, name) or all(_times(c) for c in found):
                 continue
             names.append(name)
             calls += found
@@ -106,6 +107,13 @@ def _summed_after(loop: cst.For, parent) -> bool:
         isinstance(n, cst.Attribute) and n.attr.value == "count" and isinstance(parent(n), (cst.Element, cst.AssignTarget))
         for n in descendants(following)
     )
+
+
+def _times(update: cst.Call) -> bool:
+    """`batch_time.update(time.time() - end)`: a clock, not a figure of the data."""
+    if not update.args:
+        return False
+    return any(isinstance(n, cst.Attribute) and n.attr.value in ("time", "perf_counter", "monotonic") for n in descendants(update.args[0].value))
 
 
 def _bound_after(facts: Facts, fact, name: str) -> bool:

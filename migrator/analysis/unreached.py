@@ -198,6 +198,18 @@ def _evaluation_needs(analysis: "ScriptAnalysis", function: cst.FunctionDef) -> 
                 "`accelerator.gather_for_metrics(...)` on the predictions and targets first",
             )
         )
+    for sync in patterns.meters if patterns is not None else ():  # analysis/meters.py
+        if analysis.scope_of(sync.loop) is not function or sync.done:
+            continue
+        shown = ", ".join(f"`{name}`" for name in sync.names)
+        needs.append(
+            Need(
+                sync.updates[0],
+                f"keeps running meters {shown} batch by batch: once its loader is prepared, they average "
+                "this process's share of the data only",
+                "`accelerator.reduce` of their sums and counts after the loop",
+            )
+        )
     return needs
 
 
