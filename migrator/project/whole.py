@@ -17,7 +17,7 @@ from migrator.findings import FileResult
 from migrator.project.index import FileIndex
 
 # What a loader prepared under the function would make it miss.
-_SHARE_CODES = frozenset({"AM503", "AM513", "AM514", "AM515", "AM913"})
+_SHARE_CODES = frozenset({"AM503", "AM513", "AM514", "AM515", "AM522", "AM913"})
 
 
 def evaluations_left_whole(
