@@ -62,7 +62,9 @@ class DatasetDownloadOnEveryProcess(Rule):
     A download written by hand (`urllib`, `requests` and `tarfile`) is not recognised.
     A statement that is not a simple one of its own line (a download in a loop header,
     a `with` item, several statements on one line) or that comes before the Accelerator
-    exists is reported and left as it is.
+    exists is reported and left as it is. So is a download in a file with no set-up of its
+    own that hands over to a class or function of another file of the run that creates the
+    Accelerator itself (`Trainer(config, loaders)`): nothing there can order it.
     """
 
     code = "AM220"
@@ -89,6 +91,7 @@ class DatasetDownloadOnEveryProcess(Rule):
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
         if not analysis.migrating:
+            self._before_the_accelerator()
             return
         wrappable: list[tuple[cst.Call, cst.SimpleStatementLine, str]] = []
         for fact in analysis.facts.calls:
@@ -109,6 +112,22 @@ class DatasetDownloadOnEveryProcess(Rule):
             fix = Fix(tuple(replace(n, r) for n, r in pairs))  # type: ignore[arg-type]
             for call, _, shown in group:
                 self.report(call, edits=fix, call=shown, note="")
+
+    def _before_the_accelerator(self) -> None:
+        """A file with no set-up of its own that hands over to a class or function of the
+        run that creates the Accelerator itself (RAM's `Trainer(config, loaders)`): every
+        process runs what comes before, with no Accelerator to order the download."""
+        enters = self.ctx.config.project_enters
+        if not enters:
+            return
+        for fact in self.analysis.facts.calls:
+            if self._downloads(fact) and not self.analysis.branches.branch_of(fact.node):
+                shown = f"{dotted_name(fact.node.func) or fact.qualified}()"
+                why = (
+                    f"the Accelerator is created later, in `{enters[0]}`; download the data once before "
+                    "launching, or build the loaders where the Accelerator exists, under `main_process_first()`"
+                )
+                self.report(fact.node, call=shown, note=f" (left as written: {why})")
 
     def _downloads(self, fact) -> bool:
         if fact.func is not None and fact.func in self.ctx.config.project_downloads:

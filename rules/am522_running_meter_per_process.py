@@ -77,7 +77,7 @@ class RunningMeterPerProcess(Rule):
 
     code = "AM522"
     name = "running-meter-per-process"
-    message = "{meters} average this process's share of the data only: {what}{note}"
+    message = "{meters} average this process's share of the data only: add their sums and counts up across processes after the loop (`accelerator.reduce`){note}"
     fix_title = "Add the meters' sums and counts up across processes after the loop"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -104,8 +104,7 @@ class RunningMeterPerProcess(Rule):
                 continue  # a function no Accelerator reaches: AM913 names its meters (analysis/unreached.py)
             why = self._why_not(sync)
             if why is not None:
-                what = "add their sums and counts up across processes after the loop (`accelerator.reduce`)"
-                self.report(anchor, meters=meters, what=what, note=f" (left as written: {why})")
+                self.report(anchor, meters=meters, note=f" (left as written: {why})")
                 continue
             accelerator = analysis.accelerator_at(sync.loop)
             imports: list[ImportChange] = []
@@ -120,9 +119,7 @@ class RunningMeterPerProcess(Rule):
                 f"    {meter}.avg = {meter}.sum / {meter}.count\n"
             )
             fix = Fix((insert_after(sync.loop, cst.parse_statement(code)),), tuple(imports))
-            what = "their sums and counts are added up across processes after the loop"
-            for call in sync.updates:
-                self.report(call, edits=fix, meters=meters, what=what, note="")
+            self.report(anchor, edits=fix, meters=meters, note="")
 
     def _why_not(self, sync) -> str | None:
         analysis = self.analysis

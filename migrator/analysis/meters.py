@@ -63,8 +63,8 @@ def meter_classes(code: str) -> frozenset[str]:
 
 def meter_syncs(facts: Facts, classes: frozenset[str], sharded, parent) -> tuple[MeterSync, ...]:
     """Loops over a prepared loader (`sharded(loop_fact)`) that update meters of `classes`
-    bound once in the loop's scope, above the loop, and updated nowhere else, clocks left
-    out (`done` when
+    bound once in the loop's scope, above the loop, updated nowhere else and read after it,
+    clocks left out (`done` when
     the sums' reduction already follows the loop)."""
     meters: dict[tuple[int, str], int] = {}  # (scope id, name) -> bindings
     made: dict[tuple[int, str], bool] = {}
@@ -91,6 +91,8 @@ def meter_syncs(facts: Facts, classes: frozenset[str], sharded, parent) -> tuple
                 continue
             if not all(id(c) in inside for c in found) or _bound_after(facts, fact, name) or all(_times(c) for c in found):
                 continue
+            if not _read_after(facts, fact, name, inside):
+                continue  # only a progress line in the loop reads it
             names.append(name)
             calls += found
         if names and not _nested_in_another(fact, out):
@@ -106,6 +108,16 @@ def _summed_after(loop: cst.For, parent) -> bool:
     return following is not None and any(
         isinstance(n, cst.Attribute) and n.attr.value == "count" and isinstance(parent(n), (cst.Element, cst.AssignTarget))
         for n in descendants(following)
+    )
+
+
+def _read_after(facts: Facts, fact, name: str, inside: set[int]) -> bool:
+    """The meter is read after the loop (printed, returned, compared), in its scope."""
+    loop_at = facts.order.get(fact.node, 0)
+    base = name.split(".")[0]
+    return any(
+        load.name == base and load.scope is fact.scope and id(load.node) not in inside and facts.order.get(load.node, 0) > loop_at
+        for load in facts.loads
     )
 
 

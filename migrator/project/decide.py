@@ -146,6 +146,14 @@ def _loader_calls(files: dict[str, FileIndex], f: FileIndex) -> tuple[tuple[str,
     return tuple(sorted(out))
 
 
+def state_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple]:
+    """Every file's calls of the run's functions that save or load a model's state, as
+    Config.project_states takes them: read for a file migrated alone too (its set-up left
+    as written still hears AM207 on the model it hands them)."""
+    out = {path: _state_calls(files, f, set()) for path, f in files.items()}
+    return {path: calls for path, calls in out.items() if calls}
+
+
 def _state_calls(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...]:
     """This file's calls of functions of the run, not threaded, that save or load the
     state of a model they are given: (spelling, positions, names) of those parameters."""

@@ -38,6 +38,29 @@ def entered_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
     return {path: tuple(sorted(names)) for path, names in out.items()}
 
 
+def entering_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
+    """For each file of the run that enters such a function or class that trains (it will
+    create the Accelerator itself): those calls as spelled there (Config.project_enters).
+    What the file does before them runs on every process without an Accelerator."""
+    entered = entered_calls(sources, files)
+    builders = {path: _builders(sources[path], names) for path, names in entered.items()}
+    out = {}
+    for path, f in files.items():
+        calls = {c.spelling for c in f.calls if c.target[1] in builders.get(c.target[0], ())}
+        if calls:
+            out[path] = tuple(sorted(calls))
+    return out
+
+
+def _builders(source: bytes, names: tuple[str, ...]) -> set[str]:
+    """Those of `names` whose definition builds an optimizer (or prepares) itself."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    return {n.name for n in tree.body if getattr(n, "name", None) in names and _sets_up(n)}
+
+
 def _called_once(tree: ast.Module) -> set[str]:
     """Spellings of the calls made outside loops, in the module's body or in a function it
     does not pass around as a value. A spelling also called inside a loop is left out."""
@@ -60,8 +83,8 @@ def _called_once(tree: ast.Module) -> set[str]:
     return once - repeated
 
 
-def _sets_up(tree: ast.Module) -> bool:
-    """The file builds an optimizer, reads a model's parameters or has an Accelerator."""
+def _sets_up(tree: ast.AST) -> bool:
+    """The code builds an optimizer, reads a model's parameters or has an Accelerator."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             spelling = _spelling(node.func) or (node.func.attr if isinstance(node.func, ast.Attribute) else "")

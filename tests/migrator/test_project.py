@@ -815,3 +815,24 @@ def test_a_set_up_built_in_a_class_another_file_constructs(tmp_path, caller, ent
     assert ("self.accelerator = Accelerator()" in (result.after or "")) is entered
     if "sets-up" not in caller and "opt =" not in caller:  # a caller with a set-up threads its Accelerator in
         assert any(f.code == "AM954" for f in result.findings) is not entered
+
+
+def test_a_download_before_a_set_up_class_of_another_file_is_reported(tmp_path) -> None:
+    """main.py builds the loaders (downloading MNIST through data.py) and hands them to a
+    Trainer that creates the Accelerator itself: nothing orders the download, so it is
+    named where main.py calls it; data.py's own helper, entering nothing, gets nothing."""
+    data = textwrap.dedent('''\
+        import torch
+        from torchvision import datasets, transforms
+
+
+        def make_loader(root):
+            images = datasets.MNIST(root, train=True, download=True, transform=transforms.ToTensor())
+            return torch.utils.data.DataLoader(images, batch_size=8)
+    ''')
+    main = "import torch\nfrom data import make_loader\nfrom trainer import Trainer\n\n\ndef main():\n    torch.manual_seed(0)\n    Trainer(make_loader('mnist')).fit()\n\n\nif __name__ == '__main__':\n    main()\n"
+    root = _project(tmp_path, **{"main.py": main, "trainer.py": _SELF_BUILT, "data.py": data})
+    results = _results([root])
+    named = [f for f in results["main.py"].findings if f.code == "AM220"]
+    assert len(named) == 1 and "created later, in `Trainer`" in named[0].message, results["main.py"].findings
+    assert not [f for f in results["data.py"].findings if f.code == "AM220"]
