@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 
+from migrator.project.calls import spelling_of
 from migrator.project.index import FileIndex
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)
@@ -71,7 +72,7 @@ def _called_once(tree: ast.Module) -> set[str]:
     def visit(node: ast.AST, in_loop: bool, function: str | None) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.Call):
-                spelling = _spelling(child.func)
+                spelling = spelling_of(child.func)
                 if spelling is not None:
                     (repeated if in_loop or function in handed_on else once).add(spelling)
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -87,7 +88,7 @@ def _sets_up(tree: ast.AST) -> bool:
     """The code builds an optimizer, reads a model's parameters or has an Accelerator."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
-            spelling = _spelling(node.func) or (node.func.attr if isinstance(node.func, ast.Attribute) else "")
+            spelling = spelling_of(node.func) or (node.func.attr if isinstance(node.func, ast.Attribute) else "")
             name = spelling.rsplit(".", 1)[-1]
             if "optim." in f"{spelling}." and name[:1].isupper() or name in {"parameters", "Accelerator", "prepare"}:
                 return True
@@ -100,11 +101,3 @@ def _passed_as_values(tree: ast.Module) -> set[str]:
         a.id for n in ast.walk(tree) if isinstance(n, ast.Call)
         for a in [*n.args, *(k.value for k in n.keywords)] if isinstance(a, ast.Name)
     }
-
-
-def _spelling(func: ast.AST) -> str | None:
-    if isinstance(func, ast.Name):
-        return func.id
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-        return f"{func.value.id}.{func.attr}"
-    return None
