@@ -48,6 +48,9 @@ class _Reads(cst.CSTVisitor):
         node.value.visit(self)
         return False
 
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> bool:
+        return not _import_error(node)  # `except ImportError: amp = None` goes with its import
+
     def visit_Arg(self, node: cst.Arg) -> bool:
         node.value.visit(self)
         return False
@@ -108,6 +111,25 @@ class _Remover(cst.CSTTransformer):
         if not updated.body:
             return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
         return updated
+
+    def leave_Try(self, original: cst.Try, updated: cst.Try):
+        """`try: from apex import amp` / `except ImportError: amp = None` goes whole once
+        its imports have: what it guarded is no longer imported."""
+        emptied = updated.body.deep_equals(cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]))
+        if emptied and not original.body.deep_equals(updated.body) and updated.orelse is None and updated.finalbody is None:
+            if updated.handlers and all(_import_error(h) for h in updated.handlers):
+                return cst.RemovalSentinel.REMOVE
+        return updated
+
+
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
+
+
+def _import_error(handler: cst.ExceptHandler) -> bool:
+    """`except ImportError:` (or ModuleNotFoundError, or a tuple of them)."""
+    kind = handler.type
+    kinds = [e.value for e in kind.elements] if isinstance(kind, cst.Tuple) else [kind]
+    return kind is not None and all(isinstance(k, cst.Name) and k.value in _IMPORT_ERRORS for k in kinds)
 
 
 def _with_names(node, kept: list[cst.ImportAlias]):

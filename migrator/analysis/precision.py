@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from migrator.analysis.apex import ApexAmp, apex_amp
 from migrator.analysis.collect import Binding, Facts
 from migrator.analysis.names import dotted_name
 
@@ -85,10 +86,11 @@ class PrecisionFacts:
     indirect: tuple[cst.CSTNode, ...]  # autocast named but not called in a `with` (partial(...), aliases)
     value: str | None  # the one mixed_precision the script asks for
     conflict: str | None  # why no single value exists
+    apex: ApexAmp | None = None  # NVIDIA apex.amp (apex.py)
 
     @property
     def wanted(self) -> bool:
-        return bool(self.autocasts or self.scalers)
+        return bool(self.autocasts or self.scalers or self.apex)
 
 
 def _kwarg(call: cst.Call, name: str, position: int | None) -> cst.BaseExpression | None:
@@ -220,7 +222,12 @@ def precision_facts(facts: Facts, parent) -> PrecisionFacts:
     if value is None and not values and scaling:
         scaler_values = {s.value for s in scaling}
         value = next(iter(scaler_values)) if len(scaler_values) == 1 else None
-    return PrecisionFacts(tuple(autocasts), tuple(scalers), tuple(indirect), value, conflict)
+    apex = apex_amp(facts, parent)
+    if apex is not None:
+        if autocasts or scalers:
+            conflict = conflict or "apex.amp is used beside torch's autocast or GradScaler"
+        value = apex.value if conflict is None else None
+    return PrecisionFacts(tuple(autocasts), tuple(scalers), tuple(indirect), value, conflict, apex)
 
 
 def _head_of_autocast(name: cst.Name, facts: Facts, parent, called: set[int]) -> bool:

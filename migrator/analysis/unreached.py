@@ -159,6 +159,10 @@ def _training_needs(analysis: "ScriptAnalysis", function: cst.FunctionDef) -> li
                 continue
             if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value == "scale" and receiver.args:
                 receiver = receiver.args[0].value  # scaler.scale(loss).backward(): the Accelerator scales
+            apex = analysis.patterns.precision.apex if analysis.patterns is not None else None
+            scaled = next((b for b in apex.backwards if b.backward is c.node), None) if apex is not None else None
+            if scaled is not None:
+                receiver = scaled.loss  # under apex's `amp.scale_loss(loss, ...)`: the loss it scales
             shown = _code(receiver.with_changes(lpar=[], rpar=[]) if hasattr(receiver, "lpar") else receiver)
             loss = shown if len(shown) < 40 else "loss"
             called = _code(func.value) if len(_code(func.value)) < 40 else "loss"

@@ -121,10 +121,10 @@ def _creates_accelerator(pair: Pair) -> bool:
 # makes. Its amp is mixed precision by hand, which cannot follow prepare() (below).
 _APEX_LOCAL = ("apex.optimizers", "apex.normalization", "apex.contrib", "apex.fused_dense", "apex.mlp")
 _APEX_AMP = (
-    "left as written: the script scales its loss with NVIDIA apex.amp (`{name}`); `amp.initialize` "
-    "must see the model before any DDP wrap, so it cannot stay after prepare(): convert it by hand "
-    "(`Accelerator(mixed_precision=\"fp16\")` for O1/O2, `accelerator.backward(loss)` for "
-    "`amp.scale_loss(...)`) or keep it as it is"
+    "left as written: the script scales its loss with NVIDIA apex.amp (`{name}`) in a way the "
+    "migration cannot convert (AM405 says where); `amp.initialize` must see the model before any DDP "
+    "wrap, so it cannot stay after prepare(): convert it by hand (`Accelerator(mixed_precision=\"fp16\")` "
+    "for O1/O2, `accelerator.backward(loss)` for `amp.scale_loss(...)`) or keep it as it is"
 )
 
 
@@ -139,7 +139,8 @@ def _other_engine(pair: Pair) -> Iterator[Problem]:
             if name.startswith(_APEX_LOCAL):
                 continue
             if name == "apex.amp" or name.startswith("apex.amp."):
-                yield Pair.at_before(CODE, node, _APEX_AMP.format(name=name))
+                if _imports_apex_amp(pair.after):  # AM405 converts it whole, or not at all
+                    yield Pair.at_before(CODE, node, _APEX_AMP.format(name=name))
                 return
             engine = next((e for prefix, e in _ENGINES.items() if name == prefix or name.startswith(prefix + ".")), None)
             if engine:
@@ -150,6 +151,16 @@ def _other_engine(pair: Pair) -> Iterator[Problem]:
                     "process groups); convert it by hand or keep it as it is",
                 )
                 return
+
+
+def _imports_apex_amp(program: Program) -> bool:
+    for node in program.nodes:
+        if isinstance(node, ast.Import) and any(a.name.startswith("apex.amp") for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module.startswith("apex.amp") or (node.module == "apex" and any(a.name == "amp" for a in node.names)):
+                return True
+    return False
 
 
 def _left_running(pair: Pair) -> Iterator[Problem]:

@@ -71,3 +71,64 @@ def test_scaler_uses_are_sorted_by_what_the_accelerator_takes_over() -> None:
     assert [u.kind for u in scaler.uses] == ["scale", "unscale_", "step", "update", "state", "other"]
     assert scaler.kept  # its state is checkpointed and it is passed along
     assert facts.value == '"fp16" if args.amp else "no"'  # no autocast: the scaler decides
+
+
+@pytest.mark.parametrize(
+    "initialize,value",
+    [
+        ('model, opt = amp.initialize(model, opt, opt_level="O1")', '"fp16"'),
+        ('model, opt = amp.initialize(model, opt, opt_level="O2", verbosity=0)', '"fp16"'),
+        ("model, opt = amp.initialize(model, opt)", '"fp16"'),  # apex's default level is O1
+        ('model, opt = amp.initialize(model, opt, opt_level="O0")', None),  # full precision
+        ('if args.fp16:\n    model, opt = amp.initialize(model, opt, opt_level="O1")', '"fp16" if args.fp16 else "no"'),
+        ('if a:\n    if b:\n        model, opt = amp.initialize(model, opt)', '"fp16" if a and b else "no"'),
+        ("model, opt = amp.initialize(model, opt, enabled=use_amp)", '"fp16" if use_amp else "no"'),
+    ],
+)
+def test_the_precision_apex_amp_asks_for(initialize, value) -> None:
+    facts = _precision(f"from apex import amp\n{initialize}\n")
+    assert facts.apex is not None and facts.apex.convertible
+    assert facts.apex.value == value and facts.value == value
+
+
+@pytest.mark.parametrize(
+    "code,reason",
+    [
+        ('model, opt = amp.initialize(model, opt, opt_level="O3")', "pure fp16"),
+        ("model, opt = amp.initialize(model, opt, opt_level=args.level)", "cannot be read"),
+        ('model, opt = amp.initialize(model, opt, loss_scale=128.0)', "fixes a loss scale"),
+        ("model, opt = amp.initialize(model, opt, keep_batchnorm_fp32=True)", "keep_batchnorm_fp32"),
+        ("[m1, m2], opt = amp.initialize([m1, m2], opt)", "one model and one optimizer"),
+        ("for m in models:\n    m, opt = amp.initialize(m, opt)", "under an `else`, a loop"),
+        ("with amp.scale_loss(loss, opt) as s:\n    s.backward()\n    log(s)", "other than as"),
+        ("with amp.scale_loss(loss, opt, delay_unscale=True) as s:\n    s.backward()", "delay_unscale"),
+        ("clip(amp.master_params(opt), 1.0)", "master_params"),
+        ("save(amp.state_dict())", "amp.state_dict()"),
+    ],
+)
+def test_apex_amp_the_accelerator_cannot_take_over(code, reason) -> None:
+    facts = _precision(f"from apex import amp\n{code}\n")
+    assert facts.apex is not None and not facts.apex.convertible and facts.value is None
+    assert reason in facts.apex.blockers[0][1]
+
+
+def test_apex_beside_torch_autocast_is_a_conflict() -> None:
+    facts = _precision(
+        "import torch\nfrom apex import amp\nmodel, opt = amp.initialize(model, opt)\n"
+        "with torch.autocast('cuda'):\n    pass\n"
+    )
+    assert facts.conflict is not None and "apex.amp" in facts.conflict and facts.value is None
+
+
+def test_scale_loss_with_a_plain_else_is_one_backward() -> None:
+    facts = _precision(
+        "from apex import amp\nif fp16:\n    with amp.scale_loss(loss, opt) as s:\n        s.backward(retain_graph=True)\n"
+        "else:\n    loss.backward(retain_graph=True)\n"
+    )
+    (scaled,) = facts.apex.backwards
+    assert scaled.branch is not None and scaled.plain is not None
+    different = _precision(
+        "from apex import amp\nif fp16:\n    with amp.scale_loss(loss, opt) as s:\n        s.backward()\n"
+        "else:\n    other.backward()\n"
+    )
+    assert different.apex.backwards[0].branch is None
