@@ -53,7 +53,7 @@ class Config:
     project_callers: str = ""
     project_stepped: tuple[str, ...] = ()  # schedulers those functions step per batch
     project_loaders: tuple[tuple[str, tuple[int, ...]], ...] = ()  # calls returning DataLoaders: positions (-1: the value)
-    project_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = ()  # calls that save/load a model's state: positions, names
+    project_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...], bool], ...] = ()  # calls that save/load a model's state: positions, names, writes a file
     project_plain: tuple[str, ...] = ()  # calls of functions migrated with this file that need no Accelerator
     project_unthreaded: tuple[tuple[str, bool], ...] = ()  # calls of run functions given no Accelerator: (spelling, it trains)
     project_downloads: tuple[str, ...] = ()  # calls of other files' functions that download a data set (project/downloads.py)

@@ -48,7 +48,7 @@ class Example:
     # For a rule that acts in a run of several files: the calls that run threads the
     # Accelerator into (Config.project_calls, set by migrator/project/).
     project_calls: tuple[str, ...] = ()
-    project_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...] = ()  # Config.project_states
+    project_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...], bool], ...] = ()  # Config.project_states
     project_distribution: tuple = ()  # Config.project_distribution
 
 

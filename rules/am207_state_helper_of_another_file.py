@@ -16,7 +16,11 @@ class StateHelperOfAnotherFile(Rule):
     model, optimizer)`, whose body calls `model.load_state_dict(...)`), where the
     argument is the prepared model, and the function itself is not migrated with the
     Accelerator (another caller cannot pass one). The argument becomes
-    `accelerator.unwrap_model(model)`.
+    `accelerator.unwrap_model(model)`. The same for a method of one of the run's classes
+    called through its instance (`es = utils.EarlyStopping(...)`, then `es(score, model)`
+    whose `__call__` hands the model to a method that saves its state_dict). When the
+    helper writes the file with torch.save, a second finding says it does so on every
+    process.
 
     ## Why is this bad?
     On N processes the prepared model is wrapped in DistributedDataParallel, whose state
@@ -45,7 +49,7 @@ class StateHelperOfAnotherFile(Rule):
 
     code = "AM207"
     name = "state-helper-of-another-file"
-    message = "`{call}` saves or loads the state of `{name}`, the prepared model: its keys carry DDP's `module.` prefix on N processes; pass `accelerator.unwrap_model({name})`"
+    message = "`{call}` {what}"
     fix_title = "Pass `accelerator.unwrap_model(model)`"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -63,33 +67,55 @@ class StateHelperOfAnotherFile(Rule):
                 "utils.load_checkpoint('last.pt', accelerator.unwrap_model(model), optimizer)\n"
             ),
             at=("9:34",),
-            project_states=(("utils.load_checkpoint", (1,), ("model",)),),
+            project_states=(("utils.load_checkpoint", (1,), ("model",), False),),
         ),
     )
 
     def visit_Call(self, node: cst.Call) -> None:
-        helpers = {spelling: (positions, names) for spelling, positions, names in self.ctx.config.project_states}
+        helpers = {spelling: rest for spelling, *rest in self.ctx.config.project_states}
         spelling = dotted_name(node.func)
         if not helpers or spelling not in helpers:
             return
         analysis = self.analysis
-        positions, names = helpers[spelling]
+        positions, names, writes = helpers[spelling]
         models = {n for n in analysis.prepared if analysis.roles.of(n) is Role.MODEL}
         positional = [a for a in node.args if a.keyword is None and not a.star]
-        for i, arg in enumerate(positional):
-            if i in positions:
-                self._check(node, arg, spelling, models)
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value in names:
-                self._check(node, arg, spelling, models)
+        handed = [a for i, a in enumerate(positional) if i in positions]
+        handed += [a for a in node.args if a.keyword is not None and a.keyword.value in names]
+        for arg in handed:
+            name = dotted_name(arg.value)
+            unwrapped = _unwrapped(arg.value)
+            if name in models:
+                self._unwrap(node, arg, spelling, name)
+            elif unwrapped not in models:
+                continue
+            if writes:
+                self.report(node, call=f"{spelling}(...)", what=_WRITES.format(name=name or unwrapped))
 
-    def _check(self, call: cst.Call, arg: cst.Arg, spelling: str, models: set[str]) -> None:
-        name = dotted_name(arg.value)
-        if name not in models:
-            return
+    def _unwrap(self, call: cst.Call, arg: cst.Arg, spelling: str, name: str) -> None:
+        what = _UNWRAP.format(name=name)
         accelerator = self.analysis.accelerator_at(call)
         if accelerator is None:
-            self.report(arg.value, call=f"{spelling}(...)", name=name)
+            self.report(arg.value, call=f"{spelling}(...)", what=what)
             return
         new = cst.parse_expression(f"{accelerator}.unwrap_model({name})")
-        self.report(arg.value, edits=[replace(arg.value, new)], call=f"{spelling}(...)", name=name)
+        self.report(arg.value, edits=[replace(arg.value, new)], call=f"{spelling}(...)", what=what)
+
+
+def _unwrapped(value: cst.BaseExpression) -> str | None:
+    """`model` of `accelerator.unwrap_model(model)` (a migrated call, linted again)."""
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "unwrap_model" and value.args:
+        return dotted_name(value.args[0].value)
+    return None
+
+
+_UNWRAP = (
+    "saves or loads the state of `{name}`, the prepared model: its keys carry DDP's `module.` prefix on N "
+    "processes; pass `accelerator.unwrap_model({name})`"
+)
+_WRITES = (
+    "writes the state of `{name}` to a file with torch.save on every process, N writers of one file: make "
+    "that save run on the main process only (`if accelerator.is_main_process:` where it is called, when "
+    "saving is all it does; in the helper otherwise, with the rest of it left to every process), and "
+    "`accelerator.wait_for_everyone()` before any process reads the file back"
+)

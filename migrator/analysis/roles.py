@@ -89,9 +89,13 @@ def role_of_value(
             return Role.MODEL
     if qualified.startswith(_MODEL_FACTORIES) and (
         last == "from_pretrained" or last == "create_model" or qualified.startswith("torchvision")
-    ):
+    ) and not qualified.split(".")[-2 if last == "from_pretrained" else -1].endswith(_NOT_MODELS):
         return Role.MODEL
     return None
+
+
+# What a library's `from_pretrained` loads besides models (`BertConfig`, `AutoTokenizer`).
+_NOT_MODELS = ("Config", "Tokenizer", "TokenizerFast", "Processor", "FeatureExtractor", "ImageProcessor")
 
 
 def parameter_owners(call: cst.Call, facts: Facts | None = None) -> list[str]:

@@ -154,9 +154,11 @@ def state_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[
     return {path: calls for path, calls in out.items() if calls}
 
 
-def _state_calls(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[tuple[str, tuple[int, ...], tuple[str, ...]], ...]:
+def _state_calls(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[tuple[str, tuple[int, ...], tuple[str, ...], bool], ...]:
     """This file's calls of functions of the run, not threaded, that save or load the
-    state of a model they are given: (spelling, positions, names) of those parameters."""
+    state of a model they are given, and of the methods of the run's classes that do
+    (`es(score, model)`): (spelling, positions, names of those parameters, whether it
+    writes a file)."""
     out = set()
     for call in f.calls:
         owner = files.get(call.target[0])
@@ -164,7 +166,12 @@ def _state_calls(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[t
         if function is None or not function.state_params or call.target in threaded:
             continue
         positions = tuple(i for i, p in enumerate(function.params) if p in function.state_params)
-        out.add((call.spelling, positions, function.state_params))
+        out.add((call.spelling, positions, function.state_params, function.state_writes))
+    for name, (path, cls) in f.instances.items():  # `es = utils.EarlyStopping(...)` ... `es(score, model)`
+        owner = files.get(path)
+        made = owner.functions.get(cls) if owner else None
+        for method, positions, params, writes in made.method_states if made is not None and made.is_class else ():
+            out.add((name if method == "__call__" else f"{name}.{method}", positions, params, writes))
     return tuple(sorted(out))
 
 

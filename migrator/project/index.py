@@ -25,6 +25,11 @@ class Function:
     state_params: tuple[str, ...] = ()  # parameters whose state it saves or loads (`model.load_state_dict(...)`)
     updates: bool = True  # calls `.backward()` or `.step()`: it trains, not only evaluates
     param_roles: tuple[tuple[str, str], ...] = ()  # (parameter, "model"|"optimizer"|"dataloader") by their use here
+    # A class: its methods that save or load the state of a model they are given,
+    # directly or through another method (`EarlyStopping.__call__` → `self.save_checkpoint`):
+    # (method, positions less self, parameters, whether the class writes it with torch.save).
+    method_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...], bool], ...] = ()
+    state_writes: bool = False  # a function of state_params that writes a file with torch.save
 
 
 @dataclass
@@ -46,6 +51,7 @@ class FileIndex:
     values: set[tuple[str, str]] = field(default_factory=set)  # run functions used as values here
     local_uses: set[str] = field(default_factory=set)  # names of own functions read in this file
     words: set[str] = field(default_factory=set)  # every identifier the file mentions
+    instances: dict[str, tuple[str, str]] = field(default_factory=dict)  # `es = utils.EarlyStopping(...)`: es → the class
 
 
 _IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+\.*[\w.]*[ \t]+import|import[ \t])[^\n]*", re.MULTILINE)
@@ -143,8 +149,43 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             tuple(sorted({n.func.value.id for n in ast.walk(node) if _state_of_parameter(n, set(params))})) if init is None else (),
             init is not None or _updates(node),
             _param_roles(node, params) if init is None else (),
+            _method_states(node) if init is not None else (),
+            init is None and any(_saves(n) for n in ast.walk(node)),
         )
     return out
+
+
+def _method_states(cls: ast.ClassDef) -> tuple[tuple[str, tuple[int, ...], tuple[str, ...], bool], ...]:
+    """The methods of `cls` that save or load the state of a parameter, directly or by
+    handing it on to another such method of `self` (followed until nothing changes)."""
+    methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef) and m.args.args}
+    params = {name: [a.arg for a in m.args.args[1:]] for name, m in methods.items()}
+    states: dict[str, set[str]] = {
+        name: {n.func.value.id for n in ast.walk(m) if _state_of_parameter(n, set(params[name]))}
+        for name, m in methods.items()
+    }
+    changed = True
+    while changed:
+        changed = False
+        for name, method in methods.items():
+            for node in ast.walk(method):
+                func = node.func if isinstance(node, ast.Call) else None
+                if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
+                    continue
+                callee = params.get(func.attr)
+                handed = {
+                    a.id for i, a in enumerate(node.args)
+                    if isinstance(a, ast.Name) and a.id in params[name] and callee and i < len(callee)
+                    and callee[i] in states.get(func.attr, ())
+                }
+                if handed - states[name]:
+                    states[name] |= handed
+                    changed = True
+    writes = any(_saves(n) for n in ast.walk(cls))
+    return tuple(
+        (name, tuple(i for i, p in enumerate(params[name]) if p in found), tuple(sorted(found)), writes)
+        for name, found in sorted(states.items()) if found
+    )
 
 
 # Decorators that leave the call as it is (a keyword-only parameter added to the function
@@ -425,6 +466,7 @@ def _index_file(path: str, tree: ast.Module, run: dict[str, str], root: str) -> 
                     tuple((k.arg, k.value.id if isinstance(k.value, ast.Name) else None) for k in node.keywords if k.arg),
                     any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords),
                 ))
+    result.instances = _instances(tree, modules, functions)
     for node in ast.walk(tree):
         if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in called:
             target, _ = _target(node, modules, functions)
@@ -475,6 +517,29 @@ def _target(func: ast.AST, modules: dict[str, str], functions: dict[str, tuple[s
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in modules:
         return (modules[func.value.id], func.attr), f"{func.value.id}.{func.attr}"
     return None, None
+
+
+def _instances(tree: ast.Module, modules, functions) -> dict[str, tuple[str, str]]:
+    """Names bound once, to a call of something of another file of the run
+    (`es = utils.EarlyStopping(patience=5)`): what their calls (`es(score, model)`) run."""
+    bound: dict[str, list[tuple[str, str] | None]] = {}
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+        for target in targets:
+            name = _dotted(target)
+            if name is None:
+                continue
+            made = _target(node.value.func, modules, functions)[0] if isinstance(node.value, ast.Call) and len(targets) == 1 else None
+            bound.setdefault(name, []).append(made)
+    return {name: made[0] for name, made in bound.items() if len(made) == 1 and made[0] is not None}
+
+
+def _dotted(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None
 
 
 def _bound_elsewhere(tree: ast.Module) -> set[str]:

@@ -25,6 +25,7 @@ RUNS = {
     "project-loaders-from-a-helper-module": "train.py",
     "project-checkpoint-helpers": "train.py",
     "project-distribution-helpers": "main.py",
+    "project-early-stopping-helper-class": "train.py",
 }
 _NUMBER = re.compile(r"-?\d+\.\d+(?:e-?\d+)?|-?\d+")
 _PROGRESS = re.compile(r"\|.*\||it/s|s/it|^W\d{4}")

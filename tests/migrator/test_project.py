@@ -836,3 +836,45 @@ def test_a_download_before_a_set_up_class_of_another_file_is_reported(tmp_path) 
     named = [f for f in results["main.py"].findings if f.code == "AM220"]
     assert len(named) == 1 and "created later, in `Trainer`" in named[0].message, results["main.py"].findings
     assert not [f for f in results["data.py"].findings if f.code == "AM220"]
+
+
+def test_a_helper_class_whose_method_saves_a_model_is_followed_through_its_instance() -> None:
+    """`es = utils.EarlyStopping()` then `es(score, model)`: `__call__` hands `model` to
+    `self.save_checkpoint`, which saves its state_dict with torch.save; a class that only
+    loads is followed too, and writes nothing."""
+    from migrator.project.decide import state_calls
+    from migrator.project.index import index
+
+    utils = textwrap.dedent('''
+        import torch
+
+        class EarlyStopping:
+            def __init__(self, path):
+                self.path = path
+
+            def __call__(self, score, model):
+                self.save_checkpoint(score, model)
+
+            def save_checkpoint(self, score, model):
+                torch.save(model.state_dict(), self.path)
+
+        class Restorer:
+            def __init__(self, path):
+                self.path = path
+
+            def restore(self, model):
+                model.load_state_dict(torch.load(self.path))
+    ''')
+    train = textwrap.dedent('''
+        import utils
+        es = utils.EarlyStopping("best.pt")
+        back = utils.Restorer("best.pt")
+        es(1.0, model)
+        back.restore(model)
+    ''')
+    files = index({"utils.py": utils, "train.py": train})
+    assert files["train.py"].instances == {"es": ("utils.py", "EarlyStopping"), "back": ("utils.py", "Restorer")}
+    states = state_calls({}, files)["train.py"]
+    assert ("es", (1,), ("model",), True) in states
+    assert ("es.save_checkpoint", (1,), ("model",), True) in states
+    assert ("back.restore", (0,), ("model",), False) in states  # loads only: no file written
