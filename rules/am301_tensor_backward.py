@@ -75,7 +75,7 @@ class TensorBackward(Rule):
         if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value == "scale":
             return  # scaler.scale(loss).backward() belongs to the mixed-precision rules
         apex = analysis.patterns.precision.apex if analysis.patterns is not None else None
-        if apex is not None and any(node in (b.backward, b.plain) for b in apex.backwards):
+        if apex is not None and apex.convertible and any(node in (b.backward, b.plain) for b in apex.backwards):
             return  # so does `scaled_loss.backward()` under apex's `amp.scale_loss` and its `else` (AM405)
         args = [cst.Arg(receiver.with_changes(lpar=[], rpar=[]))]
         for i, arg in enumerate(node.args):
