@@ -9,8 +9,10 @@ class ReducedSumCountsRepeatedSamples(Rule):
     """## What it does
     Reported by the engine's verifier beside a migration it writes: a running sum (a
     training loss summed over the epoch) is summed across processes with
-    `accelerator.reduce` and then divided by the data set's size. The migration is kept;
-    the finding says the figure is a little high.
+    `accelerator.reduce` and then divided by the data set's size, or the running meters of
+    an evaluation (AverageMeter) get their sums and counts added up after its loop (AM522).
+    The migration is kept; the finding says the figure is a little high. (A training
+    loop's meters are not reported: the repeated samples were trained on.)
 
     ## Why is this bad?
     A prepared loader gives every process the same number of batches, so when the data

@@ -657,3 +657,35 @@ def test_a_rank_read_where_no_accelerator_joined_the_group_is_refused_once_init_
     inside = inside.replace("    seed = 1 + dist.get_rank()\n", "")
     assert inside.count("dist.get_rank()") == 1 and "print(dist.get_rank())" in inside
     assert not any("removed `init_process_group" in p.message for p in verify(before, inside))
+
+
+_METERS_BEFORE = """
+def run(loader, model, optimizer, meter):
+    for x in loader:
+        loss = model(x)
+        {step}
+        meter.update(loss.item(), x.size(0))
+    return meter.avg
+"""
+_METERS_AFTER = """
+def run(loader, model, optimizer, meter, *, accelerator):
+    for x in loader:
+        loss = model(x)
+        {step}
+        meter.update(loss.item(), x.size(0))
+    for meter in (meter,):
+        meter.sum, meter.count = accelerator.reduce(torch.tensor([meter.sum, meter.count]), reduction="sum").tolist()
+        meter.avg = meter.sum / meter.count
+    return meter.avg
+"""
+
+
+@pytest.mark.parametrize("step,said", [("pass", True), ("loss.backward()", False)])
+def test_meters_added_up_after_an_evaluation_count_the_repeated_samples(step: str, said: bool) -> None:
+    """An evaluation's meters count the samples the loader repeats (AM921, not blocking);
+    a training loop's were trained on, and count as such."""
+    after_step = "accelerator.backward(loss)" if step != "pass" else step
+    problems = verify(_METERS_BEFORE.format(step=step), _METERS_AFTER.format(step=after_step))
+    found = [p for p in problems if p.code == "AM921"]
+    assert bool(found) is said
+    assert all(not p.blocking and p.line == 3 and "`meter`" in p.message for p in found)
