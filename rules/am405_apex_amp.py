@@ -33,8 +33,12 @@ class ApexAmp(Rule):
     cannot be converted: O3 (pure fp16) or an opt_level that cannot be read, a fixed
     `loss_scale` or other options of `initialize`, `amp.initialize` under a loop, `else` or
     `try`, `scale_loss` with `delay_unscale` or a body other than the backward,
-    `amp.master_params(...)` (clip `model.parameters()` with `accelerator.clip_grad_norm_`
-    instead) and `amp.state_dict()` in checkpoints. Each finding says which.
+    `amp.master_params(...)` other than clipped (in a torch clip of an optimizer this file's
+    `amp.initialize` was given it becomes the model's `parameters()`, and AM302 makes the
+    clip the Accelerator's) and `amp.state_dict()` in checkpoints. Each finding says which.
+    An `opt_level` read from the script's own option (`args.fp16_opt_level`, declared with
+    a default of O1 or O2 and no `choices`) is taken at its default: a command line asking
+    for O3 gets the Accelerator's fp16 (fp32 weights), not pure fp16.
 
     ## Example
     ```python
@@ -92,8 +96,12 @@ class ApexAmp(Rule):
             return
         edits: list[Edit] = []
         going = {id(i.statement) for i in apex.initializes}
+
+        def goes(statement: cst.CSTNode) -> bool:  # the `try: from apex import amp` beside it goes too
+            return id(statement) in going or _guards_apex_import(statement)
+
         for init in apex.initializes:
-            edits.append(remove(removal_unit(init.statement, analysis.parent, analysis.imports, lambda s: id(s) in going)))
+            edits.append(remove(removal_unit(init.statement, analysis.parent, analysis.imports, goes)))
         for scaled in apex.backwards:
             accelerator = analysis.accelerator_at(scaled.statement)
             args = [cst.Arg(scaled.loss), *scaled.backward.args]
@@ -102,6 +110,8 @@ class ApexAmp(Rule):
             whole = scaled.branch if scaled.branch is not None and is_pure_test(scaled.branch.test, analysis.imports) else None
             old = whole if whole is not None else scaled.statement
             edits.append(replace(old, line.with_changes(leading_lines=old.leading_lines)))
+        for master in apex.master_params:
+            edits.append(replace(master.call, cst.parse_expression(f"{master.model}.parameters()")))
         if apex.initializes:
             call, option, _ = option_status(analysis, "mixed_precision")
             if call is not None and option is not None:
@@ -113,6 +123,11 @@ class ApexAmp(Rule):
             self.report(
                 scaled.statement.items[0].item, edits=fix, call="amp.scale_loss(...)",
                 outcome="`accelerator.backward` scales the loss",
+            )
+        for master in apex.master_params:
+            self.report(
+                master.call, edits=fix, call="amp.master_params(...)",
+                outcome=f"the clip takes `{master.model}.parameters()` (the Accelerator unscales their gradients first)",
             )
 
     def _blocked(self, apex) -> str | None:
@@ -129,6 +144,20 @@ class ApexAmp(Rule):
         if any(analysis.accelerator_at(b.statement) is None for b in apex.backwards):
             return "the Accelerator cannot be reached from its `scale_loss`"
         return None
+
+
+def _guards_apex_import(statement: cst.CSTNode) -> bool:
+    """`try: from apex import amp` / `except ImportError: ...` (the import pass drops it
+    with the import; the `if args.fp16:` around both goes whole)."""
+    if not isinstance(statement, cst.Try) or not isinstance(statement.body, cst.IndentedBlock):
+        return False
+    lines = statement.body.body
+    smalls = [s for line in lines if isinstance(line, cst.SimpleStatementLine) for s in line.body]
+    return bool(smalls) and len(smalls) == len(lines) and all(
+        isinstance(s, cst.ImportFrom) and s.module is not None and cst.Module([]).code_for_node(s.module).startswith("apex")
+        and any(isinstance(a.name, cst.Name) and a.name.value == "amp" for a in s.names)
+        for s in smalls
+    )
 
 
 def _shown(node: cst.CSTNode) -> str:

@@ -24,8 +24,9 @@ _LEVELS = {"O0": '"no"', "O1": '"fp16"', "O2": '"fp16"'}
 # Keywords of amp.initialize the Accelerator's fp16 makes no difference to.
 _HARMLESS = {"opt_level", "verbosity", "enabled", "loss_scale"}
 _OTHER = {
-    "master_params": "clips `amp.master_params(...)`, which has no Accelerator counterpart: clip with "
-    "`accelerator.clip_grad_norm_(model.parameters(), ...)` by hand",
+    "master_params": "reads `amp.master_params(...)` other than as the first argument of a torch clip of an "
+    "optimizer this file's `amp.initialize` was given: clip with `accelerator.clip_grad_norm_(model.parameters(), "
+    "...)` by hand",
     "state_dict": "keeps amp's loss scale in checkpoints (`amp.state_dict()`), which has no Accelerator "
     "counterpart: `accelerator.save_state` saves the Accelerator's own scaler",
     "load_state_dict": "restores amp's loss scale from a checkpoint (`amp.load_state_dict`), which has no "
@@ -40,6 +41,18 @@ class AmpInitialize:
     call: cst.Call
     statement: cst.Assign
     value: str  # the code of the mixed_precision it asks for
+    model: str = ""
+    optimizer: str = ""
+
+
+@dataclass(frozen=True, eq=False)
+class MasterParams:
+    """`amp.master_params(optimizer)` handed to a clip: the parameters of the model
+    initialized with that optimizer (O1/O2 keep fp32 weights there, as the Accelerator's
+    fp16 does): `model.parameters()`."""
+
+    call: cst.Call
+    model: str
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,6 +74,7 @@ class ApexAmp:
     initializes: tuple[AmpInitialize, ...]
     backwards: tuple[ScaledBackward, ...]
     blockers: tuple[tuple[cst.CSTNode, str], ...]  # uses the Accelerator cannot take over, and why
+    master_params: tuple[MasterParams, ...] = ()
 
     @property
     def value(self) -> str | None:
@@ -77,18 +91,22 @@ def apex_amp(facts: Facts, parent) -> ApexAmp | None:
     """The file's apex.amp calls, or None when it uses none."""
     initializes: list[AmpInitialize] = []
     backwards: list[ScaledBackward] = []
+    masters: list[MasterParams] = []
     blockers: list[tuple[cst.CSTNode, str]] = []
-    for c in facts.calls:
-        qualified = c.qualified or ""
-        if not qualified.startswith(_PREFIX):
-            continue
-        name = qualified[len(_PREFIX):]
+    amp_calls = [(c, (c.qualified or "")[len(_PREFIX):]) for c in facts.calls if (c.qualified or "").startswith(_PREFIX)]
+    for c, name in amp_calls:
         if name == "initialize":
-            found = _initialize(c.node, parent)
+            found = _initialize(c.node, parent, facts)
             if isinstance(found, str):
                 blockers.append((c.node, found))
             else:
                 initializes.append(found)
+    models = {i.optimizer: i.model for i in initializes}
+    for c, name in amp_calls:
+        if name == "initialize":
+            continue
+        if name == "master_params" and _clipped(c.node, parent, facts) and _optimizer_of(c.node) in models:
+            masters.append(MasterParams(c.node, models[_optimizer_of(c.node)]))
         elif name == "scale_loss":
             found = _scaled_backward(c.node, parent)
             if isinstance(found, str):
@@ -102,10 +120,24 @@ def apex_amp(facts: Facts, parent) -> ApexAmp | None:
         return None
     if len({i.value for i in initializes}) > 1:
         blockers.append((initializes[1].call, "its `amp.initialize` calls ask for different precisions"))
-    return ApexAmp(tuple(initializes), tuple(backwards), tuple(blockers))
+    return ApexAmp(tuple(initializes), tuple(backwards), tuple(blockers), tuple(masters))
 
 
-def _initialize(call: cst.Call, parent) -> AmpInitialize | str:
+_CLIPS = ("torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_", "torch.nn.utils.clip_grad.clip_grad_norm_")
+
+
+def _clipped(call: cst.Call, parent, facts: Facts) -> bool:
+    """`amp.master_params(optimizer)` is the first argument of a torch clip."""
+    arg = parent(call)
+    clip = parent(arg) if isinstance(arg, cst.Arg) else None
+    return isinstance(clip, cst.Call) and clip.args[0] is arg and (facts.imports.qualify(clip.func) or "") in _CLIPS
+
+
+def _optimizer_of(call: cst.Call) -> str | None:
+    return dotted_name(call.args[0].value) if len(call.args) == 1 and call.args[0].keyword is None else None
+
+
+def _initialize(call: cst.Call, parent, facts: Facts) -> AmpInitialize | str:
     assign = parent(call)
     if not isinstance(assign, cst.Assign) or assign.value is not call or len(assign.targets) != 1:
         return "uses `amp.initialize(...)` other than as `model, optimizer = amp.initialize(model, optimizer, ...)`"
@@ -123,7 +155,7 @@ def _initialize(call: cst.Call, parent) -> AmpInitialize | str:
     if scale is not None and not (isinstance(scale, cst.SimpleString) and scale.evaluated_value == "dynamic"):
         return "`amp.initialize(..., loss_scale=...)` fixes a loss scale; the Accelerator's fp16 scales it dynamically"
     level = keywords.get("opt_level")
-    text = level.evaluated_value if isinstance(level, cst.SimpleString) else ("O1" if level is None else None)
+    text = level.evaluated_value if isinstance(level, cst.SimpleString) else ("O1" if level is None else _option_default(level, facts))
     if text not in _LEVELS:
         shown = cst.Module([]).code_for_node(level).strip() if level is not None else ""
         why = "trains in pure fp16" if text == "O3" else "cannot be read"
@@ -138,7 +170,35 @@ def _initialize(call: cst.Call, parent) -> AmpInitialize | str:
     if conditions and value != '"no"':
         test = " and ".join(f"({c})" if len(conditions) > 1 and " " in c else c for c in conditions)
         value = f'{value} if {test} else "no"'
-    return AmpInitialize(call, assign, value)
+    return AmpInitialize(call, assign, value, names[0], names[1])
+
+
+def _option_default(level: cst.BaseExpression, facts: Facts) -> str | None:
+    """`opt_level=args.fp16_opt_level`, an option of the script's own parser declared
+    `add_argument("--fp16_opt_level", default="O1")` with no `choices` (Hugging Face's
+    scripts of the apex era): its default, when O1 or O2 is all it can be short of a
+    command line asking for more."""
+    name = dotted_name(level)
+    if name is None or "." not in name:
+        return None
+    option = name.rsplit(".", 1)[1]
+    for c in facts.calls:
+        func = c.node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "add_argument" and c.node.args):
+            continue
+        flags = [a.value.evaluated_value for a in c.node.args if a.keyword is None and isinstance(a.value, cst.SimpleString)]
+        keywords = {a.keyword.value: a.value for a in c.node.args if a.keyword is not None}
+        dest = keywords.get("dest")
+        names = {f.lstrip("-").replace("-", "_") for f in flags if f.startswith("--")}
+        if isinstance(dest, cst.SimpleString):
+            names = {dest.evaluated_value}
+        if option not in names:
+            continue
+        default = keywords.get("default")
+        if "choices" in keywords or not isinstance(default, cst.SimpleString):
+            return None
+        return default.evaluated_value if default.evaluated_value in ("O1", "O2") else None
+    return None
 
 
 def _conditions(statement: cst.CSTNode, parent) -> list[str] | None:

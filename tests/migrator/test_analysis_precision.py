@@ -132,3 +132,32 @@ def test_scale_loss_with_a_plain_else_is_one_backward() -> None:
         "else:\n    other.backward()\n"
     )
     assert different.apex.backwards[0].branch is None
+
+
+def test_master_params_clipped_are_the_parameters_of_the_model_initialized_with_that_optimizer() -> None:
+    facts = _precision(
+        "import torch\nfrom apex import amp\nmodel, opt = amp.initialize(model, opt)\n"
+        "torch.nn.utils.clip_grad_norm_(amp.master_params(opt), 1.0)\n"
+    )
+    assert facts.apex.convertible and [m.model for m in facts.apex.master_params] == ["model"]
+    other = _precision(
+        "import torch\nfrom apex import amp\nmodel, opt = amp.initialize(model, opt)\n"
+        "torch.nn.utils.clip_grad_norm_(amp.master_params(other_opt), 1.0)\n"
+    )
+    assert not other.apex.convertible and "master_params" in other.apex.blockers[0][1]
+
+
+@pytest.mark.parametrize(
+    "declared,value",
+    [
+        ('parser.add_argument("--fp16_opt_level", type=str, default="O1")', '"fp16"'),
+        ('parser.add_argument("--fp16-opt-level", default="O2")', '"fp16"'),
+        ('parser.add_argument("--level", dest="fp16_opt_level", default="O1")', '"fp16"'),
+        ('parser.add_argument("--fp16_opt_level", default="O3")', None),
+        ('parser.add_argument("--fp16_opt_level", default="O1", choices=["O1", "O3"])', None),
+        ("", None),
+    ],
+)
+def test_an_opt_level_option_is_read_at_its_default(declared, value) -> None:
+    facts = _precision(f"from apex import amp\n{declared}\nmodel, opt = amp.initialize(model, opt, opt_level=args.fp16_opt_level)\n")
+    assert facts.apex.value == value
