@@ -18,9 +18,11 @@ class StateHelperOfAnotherFile(Rule):
     Accelerator (another caller cannot pass one). The argument becomes
     `accelerator.unwrap_model(model)`. The same for a method of one of the run's classes
     called through its instance (`es = utils.EarlyStopping(...)`, then `es(score, model)`
-    whose `__call__` hands the model to a method that saves its state_dict). When the
-    helper writes the file with torch.save, a second finding says it does so on every
-    process.
+    whose `__call__` hands the model to a method that saves its state_dict), when the run
+    cannot give the class the Accelerator (it does when it can: the callers' stub makes
+    the same method calls, the class gets `accelerator` in `__init__` and AM510 saves once,
+    unwrapped). When the helper writes the file with torch.save, a second finding says it
+    does so on every process.
 
     ## Why is this bad?
     On N processes the prepared model is wrapped in DistributedDataParallel, whose state

@@ -6,7 +6,8 @@ import libcst as cst
 
 from migrator.analysis.saving import Save, barrier_anchor, optimizers_in, paired_loads, saves
 from migrator.analysis.walk import descendants
-from migrator.edits import Edit, Fix, insert_before, replace
+from migrator.analysis.reach import CALLERS_STUB
+from migrator.edits import Edit, Fix, insert_after, insert_before, replace
 from migrator.rule import Example, FixAvailability, Rule
 
 
@@ -112,6 +113,8 @@ class TorchSaveCheckpoint(Rule):
             if anchor is not None and accelerator is not None:
                 if not self._waits_before(anchor, accelerator):
                     edits.append(insert_before(anchor, cst.parse_statement(f"{accelerator}.wait_for_everyone()\n")))
+                if self._for_callers_elsewhere(anchor) and not self._waits_after(anchor, accelerator):
+                    edits.append(insert_after(anchor, cst.parse_statement(f"{accelerator}.wait_for_everyone()\n")))
             edits += self._barriers_before_loads(group, {id(anchor)} if anchor is not None else set())
             fix = Fix(tuple(edits))
             for save, _ in group:
@@ -166,6 +169,22 @@ class TorchSaveCheckpoint(Rule):
             "a process reading the file back looks for a name nobody wrote (name it on the main "
             "process and share it, or leave the time out)"
         )
+
+    def _for_callers_elsewhere(self, anchor: cst.CSTNode) -> bool:
+        """A helper of a run whose callers live in other files (the callers' stub stands
+        for them): they may read the file back as soon as it returns, so every process
+        waits for the main one's write before leaving it."""
+        analysis = self.analysis
+        scope = analysis.scope_of(anchor)
+        stub = any(isinstance(s, cst.FunctionDef) and s.name.value == CALLERS_STUB for s in analysis.module.body)
+        return stub and isinstance(scope, cst.FunctionDef) and scope.name.value != CALLERS_STUB
+
+    def _waits_after(self, anchor: cst.CSTNode, accelerator: str) -> bool:
+        parent = self.analysis.parent(anchor)
+        body = list(parent.body) if isinstance(parent, (cst.IndentedBlock, cst.Module)) else []
+        following = body[body.index(anchor) + 1] if anchor in body and body.index(anchor) + 1 < len(body) else None
+        code = cst.Module([]).code_for_node(following).strip() if following is not None else ""
+        return code == f"{accelerator}.wait_for_everyone()"
 
     def _main_only(self, node: cst.CSTNode) -> bool:
         branches = self.analysis.branches

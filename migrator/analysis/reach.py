@@ -179,7 +179,8 @@ class InjectedClass:
 
 def injected_classes(analysis: "ScriptAnalysis") -> dict[int, InjectedClass]:
     """id(ClassDef) → how the Accelerator gets into it. A class qualifies when it trains or
-    evaluates (a backward call or a loop over a dataloader in a method), defines its own
+    evaluates (a backward call or a loop over a dataloader in a method) or writes a
+    checkpoint with torch.save (an early stopper keeping the best weights), defines its own
     `__init__`, has no subclass in this file, and every instantiation in the file is in
     the function that creates the Accelerator, after it."""
     if analysis not in _INJECTED:
@@ -215,6 +216,8 @@ def _trains(analysis: "ScriptAnalysis", cls: cst.ClassDef) -> bool:
         func = c.node.func
         if id(c.scope) in methods and isinstance(func, cst.Attribute) and func.attr.value == "backward":
             return True
+    if any(id(c.scope) in methods and (c.qualified == "torch.save" or c.func == f"self.{analysis.accelerator}.save") for c in facts.calls):
+        return True  # it writes checkpoints: once, on the main process, through the Accelerator
     return any(
         id(loop.scope) in methods and analysis.roles.of(loop.iter_name) is Role.DATALOADER for loop in facts.loops
     )

@@ -43,7 +43,30 @@ def check_caller(f: FileIndex, threaded, result: FileResult, prepared, loader_ca
         kinds = _kinds(node, _Scopes(node, parents, flat), roles)
         kinds[MAIN_ONLY] = "main" if _under_main_process(node, parents) else "every"
         prepared.setdefault(target, []).append(kinds)
+    _instance_calls(f, threaded, tree, parents, flat, roles, prepared)
     return dropped | (mine - found)
+
+
+def _instance_calls(f: FileIndex, threaded, tree: ast.Module, parents, flat, roles, prepared) -> None:
+    """What the calls of instances of threaded classes pass their methods (`es(score,
+    model)`: `EarlyStopping.__call__`), under (file, "Class.method"): the callers' stub makes
+    the same calls, so the class's migration sees which parameters are prepared."""
+    instances = {name: target for name, target in f.instances.items() if target in threaded}
+    if not instances:
+        return
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        spelling = spelling_of(node.func)
+        if spelling in instances:
+            (path, cls), method = instances[spelling], "__call__"
+        elif isinstance(node.func, ast.Attribute) and spelling_of(node.func.value) in instances:
+            (path, cls), method = instances[spelling_of(node.func.value)], node.func.attr
+        else:
+            continue
+        kinds = _kinds(node, _Scopes(node, parents, flat), roles)
+        kinds[MAIN_ONLY] = "main" if _under_main_process(node, parents) else "every"
+        prepared.setdefault((path, f"{cls}.{method}"), []).append(kinds)
 
 
 # The key of a call's kinds that says whether only the main process makes the call.

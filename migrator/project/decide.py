@@ -168,6 +168,8 @@ def _state_calls(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[t
         positions = tuple(i for i, p in enumerate(function.params) if p in function.state_params)
         out.add((call.spelling, positions, function.state_params, function.state_writes))
     for name, (path, cls) in f.instances.items():  # `es = utils.EarlyStopping(...)` ... `es(score, model)`
+        if (path, cls) in threaded:
+            continue  # the class gets the Accelerator: its migration unwraps and saves once
         owner = files.get(path)
         made = owner.functions.get(cls) if owner else None
         for method, positions, params, writes in made.method_states if made is not None and made.is_class else ():

@@ -30,6 +30,7 @@ class Function:
     # (method, positions less self, parameters, whether the class writes it with torch.save).
     method_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...], bool], ...] = ()
     state_writes: bool = False  # a function of state_params that writes a file with torch.save
+    methods: tuple[tuple[str, tuple[str, ...]], ...] = ()  # a class: its other methods and their parameters less self
 
 
 @dataclass
@@ -151,8 +152,16 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             _param_roles(node, params) if init is None else (),
             _method_states(node) if init is not None else (),
             init is None and any(_saves(n) for n in ast.walk(node)),
+            _methods(node) if init is not None else (),
         )
     return out
+
+
+def _methods(cls: ast.ClassDef) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    return tuple(
+        (m.name, tuple(a.arg for a in m.args.args[1:])) for m in cls.body
+        if isinstance(m, ast.FunctionDef) and m.name != "__init__" and m.args.args and not m.decorator_list
+    )
 
 
 def _method_states(cls: ast.ClassDef) -> tuple[tuple[str, tuple[int, ...], tuple[str, ...], bool], ...]:

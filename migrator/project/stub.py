@@ -33,7 +33,7 @@ def caller_stub(files, mine, prepared, target_import: str) -> tuple[str | None, 
     kinds: dict[str, str] = {}
     lines = []
     left_out = set()
-    mapped_all = {t: _parameter_kinds(engine.functions[t[1]], prepared.get(t, [])) for t in mine}
+    mapped_all = {t: _parameter_kinds(engine.functions[t[1]].params, prepared.get(t, [])) for t in mine}
     # the function handed the most prepared objects first (the training one): its names win
     order = sorted(mine, key=lambda t: (-sum(k.startswith("prepared:") for k in (mapped_all[t] or {}).values()), t))
     for target in order:
@@ -52,8 +52,13 @@ def caller_stub(files, mine, prepared, target_import: str) -> tuple[str | None, 
             left_out.add(target)  # called by every process here, by the main one there
             continue
         kinds.update(mapped)
+        methods = _method_calls(function, target, prepared, kinds) if function.is_class else []
         if audiences == {"main"}:  # its callers call it on the main process only
             lines.append(f"    if {ACCELERATOR}.is_main_process:\n        {target[1]}({', '.join(args)})\n")
+        elif methods:  # an instance the callers call methods of, handed prepared objects
+            instance = f"_{target[1].lower()}"
+            lines.append(f"    {instance} = {target[1]}({', '.join(args)})\n")
+            lines += [f"    {instance}{'' if m == '__call__' else '.' + m}({', '.join(a)})\n" for m, a in methods]
         else:
             lines.append(f"    {target[1]}({', '.join(args)})\n")
     if not lines:
@@ -72,7 +77,31 @@ def caller_stub(files, mine, prepared, target_import: str) -> tuple[str | None, 
     return "".join(head + lines), left_out
 
 
-def _parameter_kinds(function: Function, calls: list[dict[object, str]]) -> dict[str, str] | None:
+def _method_calls(cls: Function, target, prepared, kinds: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """The calls the callers make of an instance's methods with a prepared object, as the
+    stub makes them (method, arguments); `kinds` takes their parameters. A method whose
+    calls disagree, or whose parameter names mean something else already, is left out."""
+    out = []
+    for method, params in cls.methods:
+        calls = prepared.get((target[0], f"{target[1]}.{method}"), [])
+        mapped = _parameter_kinds(params, calls) if calls else None
+        if not mapped or not any(k.startswith("prepared:") for k in mapped.values()):
+            continue
+        states = next((names for m, _, names, _ in cls.method_states if m == method), ())
+        mapped = {p: "prepared:model" if k == "prepared:" and p in states else k for p, k in mapped.items()}  # its state is saved
+        if any(kinds.get(p, k) != k for p, k in mapped.items()) or ({ACCELERATOR, "torch", "Accelerator", STUB} & set(mapped)):
+            continue
+        if any(call.get(MAIN_ONLY) == "main" for call in calls):
+            continue
+        args = [p for p in params if p in mapped]
+        if args != list(params[: len(args)]):
+            continue  # an argument left to its default sits between given ones
+        kinds.update(mapped)
+        out.append((method, args))
+    return out
+
+
+def _parameter_kinds(params: tuple[str, ...], calls: list[dict[object, str]]) -> dict[str, str] | None:
     """Parameter → what every call passes it; None when calls disagree or overflow."""
     kinds: dict[str, str] = {}
     for call in calls:
@@ -80,9 +109,9 @@ def _parameter_kinds(function: Function, calls: list[dict[object, str]]) -> dict
             if key == MAIN_ONLY:
                 continue
             if isinstance(key, int):
-                if key >= len(function.params):
+                if key >= len(params):
                     return None
-                key = function.params[key]
+                key = params[key]
             if kinds.setdefault(key, kind) != kind:
                 return None
     return kinds
