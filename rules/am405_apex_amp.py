@@ -118,7 +118,18 @@ class ApexAmp(Rule):
                 edits.append(replace(call, with_option(call, option)))
         fix = Fix(tuple(edits), remove_imports=tuple(import_removals(analysis.imports, "amp")))
         for init in apex.initializes:
-            self.report(init.call, edits=fix, call="amp.initialize(...)", outcome="the Accelerator takes its precision")
+            outcome = "the Accelerator takes its precision"
+            if init.option:
+                outcome += (
+                    f" (`{init.option}` is read at its default, O1 or O2: a command line asking for O0 or O3 now "
+                    "gets the Accelerator's fp16 with fp32 weights as well)"
+                )
+            if init.level == "O2":
+                outcome += (
+                    " (O2 kept fp16 weights beside fp32 master copies; the Accelerator keeps fp32 weights and "
+                    "computes in fp16 under autocast: close, not bit-equal)"
+                )
+            self.report(init.call, edits=fix, call="amp.initialize(...)", outcome=outcome)
         for scaled in apex.backwards:
             self.report(
                 scaled.statement.items[0].item, edits=fix, call="amp.scale_loss(...)",

@@ -43,6 +43,8 @@ class AmpInitialize:
     value: str  # the code of the mixed_precision it asks for
     model: str = ""
     optimizer: str = ""
+    option: str = ""  # `args.fp16_opt_level`: the level comes from the command line (its default read)
+    level: str = "O1"
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,7 +172,8 @@ def _initialize(call: cst.Call, parent, facts: Facts) -> AmpInitialize | str:
     if conditions and value != '"no"':
         test = " and ".join(f"({c})" if len(conditions) > 1 and " " in c else c for c in conditions)
         value = f'{value} if {test} else "no"'
-    return AmpInitialize(call, assign, value, names[0], names[1])
+    option = cst.Module([]).code_for_node(level).strip() if level is not None and not isinstance(level, cst.SimpleString) else ""
+    return AmpInitialize(call, assign, value, names[0], names[1], option, text)
 
 
 def _option_default(level: cst.BaseExpression, facts: Facts) -> str | None:
