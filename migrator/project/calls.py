@@ -40,9 +40,7 @@ def check_caller(f: FileIndex, threaded, result: FileResult, prepared, loader_ca
             dropped.add(target)
             continue
         found.add(target)
-        kinds = _kinds(node, _Scopes(node, parents, flat), roles)
-        kinds[MAIN_ONLY] = "main" if _under_main_process(node, parents) else "every"
-        prepared.setdefault(target, []).append(kinds)
+        prepared.setdefault(target, []).append(_call_kinds(node, parents, flat, roles))
     _instance_calls(f, threaded, tree, parents, flat, roles, prepared)
     return dropped | (mine - found)
 
@@ -64,9 +62,14 @@ def _instance_calls(f: FileIndex, threaded, tree: ast.Module, parents, flat, rol
             (path, cls), method = instances[spelling_of(node.func.value)], node.func.attr
         else:
             continue
-        kinds = _kinds(node, _Scopes(node, parents, flat), roles)
-        kinds[MAIN_ONLY] = "main" if _under_main_process(node, parents) else "every"
-        prepared.setdefault((path, f"{cls}.{method}"), []).append(kinds)
+        prepared.setdefault((path, f"{cls}.{method}"), []).append(_call_kinds(node, parents, flat, roles))
+
+
+def _call_kinds(node: ast.Call, parents, flat, roles) -> dict[object, str]:
+    """What the call passes each parameter, and whether only the main process makes it."""
+    kinds = _kinds(node, _Scopes(node, parents, flat), roles)
+    kinds[MAIN_ONLY] = "main" if _under_main_process(node, parents) else "every"
+    return kinds
 
 
 # The key of a call's kinds that says whether only the main process makes the call.

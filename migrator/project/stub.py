@@ -39,7 +39,7 @@ def caller_stub(files, mine, prepared, target_import: str) -> tuple[str | None, 
     for target in order:
         function = engine.functions[target[1]]
         mapped = mapped_all[target]
-        if mapped is None or any(kinds.get(p, k) != k for p, k in mapped.items()) or ({ACCELERATOR, "torch", "Accelerator", STUB} & set(mapped)):
+        if mapped is None or _clashes(mapped, kinds):
             left_out.add(target)
             continue
         args = [p for p in function.params if p in mapped] + [f"{p}={p}" for p in function.kwonly if p in mapped]
@@ -89,7 +89,7 @@ def _method_calls(cls: Function, target, prepared, kinds: dict[str, str]) -> lis
             continue
         states = next((names for m, _, names, _ in cls.method_states if m == method), ())
         mapped = {p: "prepared:model" if k == "prepared:" and p in states else k for p, k in mapped.items()}  # its state is saved
-        if any(kinds.get(p, k) != k for p, k in mapped.items()) or ({ACCELERATOR, "torch", "Accelerator", STUB} & set(mapped)):
+        if _clashes(mapped, kinds):
             continue
         if any(call.get(MAIN_ONLY) == "main" for call in calls):
             continue
@@ -99,6 +99,12 @@ def _method_calls(cls: Function, target, prepared, kinds: dict[str, str]) -> lis
         kinds.update(mapped)
         out.append((method, args))
     return out
+
+
+def _clashes(mapped: dict[str, str], kinds: dict[str, str]) -> bool:
+    """A parameter name that already means something else in the stub, or one of the
+    names the stub itself binds."""
+    return any(kinds.get(p, k) != k for p, k in mapped.items()) or bool({ACCELERATOR, "torch", "Accelerator", STUB} & set(mapped))
 
 
 def _parameter_kinds(params: tuple[str, ...], calls: list[dict[object, str]]) -> dict[str, str] | None:
