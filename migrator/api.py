@@ -232,6 +232,10 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
         if path in whole:
             result = project.without_share_findings(result, whole[path])
         item.result, item.task = result, None
+    for path in sorted(set(whole) - set(results)):  # an evaluator no caller threads: migrated alone
+        item = by_path[path]
+        alone = migrate(path, (), "", (), fix=item.config.fix)
+        item.result, item.task = project.without_share_findings(alone, whole[path]), None
 
 
 def _beside(items: list[_File], limit: int = 500) -> dict[str, str]:

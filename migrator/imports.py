@@ -169,7 +169,19 @@ def _add(module: cst.Module, adds: Iterable[Request]) -> cst.Module:
             continue
         statement = cst.SimpleStatementLine([cst.ImportFrom(module=cst.parse_expression(mod), names=[new_alias])])
         body.insert(_insertion_index(body), statement)
-    return module.with_changes(body=body)
+    return module.with_changes(body=_spaced(body))
+
+
+def _spaced(body: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """Two blank lines between the last leading import and a class or function right
+    below it (a file that had no import: `import torch` then `class Train:`)."""
+    last = max((i for i, _ in _top_imports(body)), default=None)
+    if last is None or last + 1 >= len(body):
+        return body
+    below = body[last + 1]
+    if isinstance(below, (cst.ClassDef, cst.FunctionDef)) and not below.leading_lines:
+        body[last + 1] = below.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+    return body
 
 
 def _top_imports(body: list[cst.BaseStatement]) -> Iterable[tuple[int, cst.BaseSmallStatement]]:

@@ -84,7 +84,7 @@ class PlateauSchedulerMetric(Rule):
         }
         if not plateaus:
             return
-        torch = next(iter(analysis.imports.local_names_for("torch")), None)
+        torch = analysis.top_level_name("torch")
         for c in analysis.facts.calls:
             func = c.node.func
             if not (isinstance(func, cst.Attribute) and func.attr.value == "step" and c.func is not None):

@@ -79,7 +79,8 @@ class SaveWrappedModel(Rule):
         if not models:
             return
         loads_into_prepared = any(
-            c.func and c.func.endswith(".load_state_dict") and c.func.rsplit(".", 1)[0] in models
+            c.func and c.func.endswith(".load_state_dict")
+            and holds_prepared_model(analysis, c.node, c.func.rsplit(".", 1)[0], models)
             for c in analysis.facts.calls
         )
         for fact in analysis.facts.calls:

@@ -88,7 +88,7 @@ class MetricsWithoutGather(Rule):
             name = loop.iter_name
             if id(loop.node) in training or id(loop.node) in covered_loops or analysis.roles.of(name) is not Role.DATALOADER:
                 continue
-            from_param = isinstance(loop.scope, cst.FunctionDef) and name in analysis.facts.params.get(id(loop.scope), ())
+            from_param = analysis.facts.loader_parameter(loop.scope, name)
             if name not in prepared and not from_param:
                 continue
             self._check_loop(loop.node, name)

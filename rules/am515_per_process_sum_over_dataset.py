@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.metrics import sharded_loop
 from migrator.analysis.walk import descendants
 from migrator.edits import Fix, ImportChange, insert_after
 from migrator.rule import Example, FixAvailability, Rule
@@ -132,8 +133,7 @@ class PerProcessSumOverDataset(Rule):
             name = loop.iter_name
             if id(loop.node) not in training or name is None:
                 continue
-            from_param = isinstance(loop.scope, cst.FunctionDef) and name in facts.params.get(id(loop.scope), ())
-            if name not in prepared and not from_param:
+            if not sharded_loop(loop, facts, analysis.roles, frozenset(prepared)):
                 continue
             sums = _running_sums(loop.node)
             lists = _appended(loop.node)
@@ -243,7 +243,7 @@ class PerProcessSumOverDataset(Rule):
         if kinds == {"tensor"}:
             code = f'{total} = {accelerator}.reduce({total}, reduction="{reduction}")\n'
         else:
-            torch = next(iter(analysis.imports.local_names_for("torch")), None)
+            torch = analysis.top_level_name("torch")
             if torch is None:
                 torch = "torch"
                 imports.append(ImportChange("torch"))

@@ -108,7 +108,7 @@ class RunningMeterPerProcess(Rule):
                 continue
             accelerator = analysis.accelerator_at(sync.loop)
             imports: list[ImportChange] = []
-            torch = next(iter(analysis.imports.local_names_for("torch")), None)
+            torch = analysis.top_level_name("torch")
             if torch is None:
                 torch, imports = "torch", [ImportChange("torch")]
             meter = fresh_name("meter", names_of_scope(analysis.facts, analysis.scope_of(sync.loop)))

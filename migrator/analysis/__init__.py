@@ -31,6 +31,7 @@ from migrator.analysis.meters import meter_classes
 from migrator.analysis.loop import Block, backward_loops, enclosing_block, training_functions
 from migrator.analysis.names import ImportTable, dotted_name
 from migrator.analysis.patterns import Patterns, find_patterns
+from migrator.analysis.whole_loaders import loaders_fed_whole
 from migrator.analysis.positions import positions as module_positions
 from migrator.analysis.plan import LenUse, PreparePlan, len_uses, make_plan
 from migrator.analysis.reach import accelerator_at, accelerator_home
@@ -103,6 +104,18 @@ class ScriptAnalysis:
     @property
     def imports(self) -> ImportTable:
         return self.facts.imports
+
+    def top_level_name(self, qualified: str) -> str | None:
+        """A name a module-level import binds to `qualified` (`torch`, `th`): usable in
+        every function of the file, unlike one imported inside a function (the callers'
+        stub of a run of several files imports torch for itself)."""
+        table = ImportTable()
+        for statement in self.module.body:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, (cst.Import, cst.ImportFrom)):
+                        table.add(small)
+        return next(iter(table.local_names_for(qualified)), None)
 
     @property
     def accelerator(self) -> str:
@@ -249,6 +262,7 @@ def analyze(
     if block is not None and not prepare_calls and not acc_names:
         plan = make_plan(facts, roles, block, first_use, lens, parent, batch_stepped, unthreaded_calls)
     prepared = {t for p in prepare_calls for t in p.targets if t} | (plan.names if plan else set())
+    facts.whole_loaders = loaders_fed_whole(facts, roles, prepare_calls, plan, parent)
     dev_vars = device_variables(facts)
     worker_ranks = worker_rank_names(facts, parent)
     dev_names = {v.name for v in dev_vars} | {"device"} | local_rank_names(facts) | worker_ranks

@@ -73,6 +73,17 @@ class Facts:
     by_type: dict[str, list[cst.CSTNode]] = field(default_factory=dict)
     order: dict[cst.CSTNode, int] = field(default_factory=dict)
     method_of: dict[int, cst.ClassDef] = field(default_factory=dict)
+    # filled by analyze(): (id(function), parameter) of loader parameters every call in the
+    # file hands a loader it has not prepared (whole_loaders.py)
+    whole_loaders: frozenset[tuple[int, str]] = frozenset()
+
+    def loader_parameter(self, scope: object, name: str) -> bool:
+        """`name` is a parameter of the function `scope` that a caller may hand a prepared
+        loader (not one every call in the file hands a loader left whole)."""
+        return (
+            isinstance(scope, cst.FunctionDef) and name in self.params.get(id(scope), ())
+            and (id(scope), name) not in self.whole_loaders
+        )
 
 
 _ITER_WRAPPERS = {"enumerate", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "iter", "zip"}

@@ -298,14 +298,16 @@ def _prepared_loader(facts: Facts, loop, prepared: set[str], placed: frozenset[i
     name = loop.iter_name
     scope = loop.scope
     if isinstance(scope, cst.FunctionDef) and name in facts.params.get(id(scope), ()):
-        return _callers_pass_prepared(facts, scope, name, prepared, placed, depth)
+        return callers_pass_prepared(facts, scope, name, prepared, placed, depth)
     if name not in prepared:
         return False
     binding = _reaching(facts, name, scope, facts.order.get(loop.node, 0))
     return binding is None or id(binding) in placed
 
 
-def _callers_pass_prepared(facts: Facts, function: cst.FunctionDef, param: str, prepared, placed, depth: int) -> bool:
+def callers_pass_prepared(facts: Facts, function: cst.FunctionDef, param: str, prepared, placed, depth: int = 0) -> bool:
+    """Every call of `function` in the file hands `param` a name bound to a prepared object
+    there (or its own parameter that its callers do); True with no call at all."""
     from migrator.analysis.reach import CALLERS_STUB
 
     calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == function.name.value]
@@ -325,7 +327,7 @@ def _callers_pass_prepared(facts: Facts, function: cst.FunctionDef, param: str, 
         if name is None:
             return False
         if isinstance(c.scope, cst.FunctionDef) and name in facts.params.get(id(c.scope), ()):
-            if not _callers_pass_prepared(facts, c.scope, name, prepared, placed, depth + 1):
+            if not callers_pass_prepared(facts, c.scope, name, prepared, placed, depth + 1):
                 return False
             continue
         if name not in prepared:

@@ -116,14 +116,14 @@ def sharded_loop(fact: LoopFact, facts: Facts, roles: RoleTable, prepared: froze
     name = fact.iter_name
     if name is None or roles.of(name) is not Role.DATALOADER:
         return False
-    if name in prepared or (isinstance(fact.scope, cst.FunctionDef) and name in facts.params.get(id(fact.scope), ())):
+    if name in prepared or facts.loader_parameter(fact.scope, name):
         return True
     if not name.startswith("self."):
         return False
     for b in facts.bindings:
         if b.name == name and isinstance(b.value, cst.Name):
             source = b.value.value
-            if source in prepared or (isinstance(b.scope, cst.FunctionDef) and source in facts.params.get(id(b.scope), ())):
+            if source in prepared or facts.loader_parameter(b.scope, source):
                 return True
     return False
 

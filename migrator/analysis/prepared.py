@@ -33,12 +33,14 @@ def holds_prepared_model(
     """Whether `name`, used at `node`, refers to a prepared model: after its prepare() in
     the same function, a module-level prepared name used in a function that does not
     rebind it, or a `self.`/`cls.` attribute prepared anywhere."""
+    if not models:
+        return False
+    scope = analysis.scope_of(node)
     calls = models.get(name)
     if not calls:
-        return False
+        return _handed_prepared_model(analysis, scope, name)
     if name.startswith(("self.", "cls.")):
         return True
-    scope = analysis.scope_of(node)
     line = analysis.position(node).start.line
     for call in calls:
         there = analysis.scope_of(call)
@@ -46,7 +48,25 @@ def holds_prepared_model(
             return True
         if there is not scope and isinstance(there, cst.Module) and not analysis.binds(scope, name.split(".")[0]):
             return True
-    return False
+    return _handed_prepared_model(analysis, scope, name)
+
+
+def _handed_prepared_model(analysis: "ScriptAnalysis", scope: cst.CSTNode, name: str) -> bool:
+    """`name` is a model parameter of the function `scope`, and the file calls it, every
+    call handing it a prepared model (`save_checkpoint(model, ...)` after prepare(); in a
+    run of several files, the callers' stub makes the calls the other files make)."""
+    from migrator.analysis.device import callers_pass_prepared, prepared_bindings
+
+    facts = analysis.facts
+    if not isinstance(scope, cst.FunctionDef) or name not in facts.params.get(id(scope), ()):
+        return False
+    if analysis.roles.of(name) is not Role.MODEL or id(scope) in facts.method_of:
+        return False
+    if not any(isinstance(c.node.func, cst.Name) and c.node.func.value == scope.name.value for c in facts.calls):
+        return False
+    prepared = {t for p in analysis.prepare_calls for t in p.targets if t}
+    placed = prepared_bindings(facts, analysis.prepare_calls, analysis.plan, analysis.parent)
+    return callers_pass_prepared(facts, scope, name, prepared, placed)
 
 
 def accelerator_name_at(analysis: "ScriptAnalysis", node: cst.CSTNode) -> str | None:

@@ -14,7 +14,8 @@ from migrator.project.index import ACCELERATOR, FileIndex
 def check_caller(f: FileIndex, threaded, result: FileResult, prepared, loader_calls=(), plain=frozenset()) -> set[tuple[str, str]]:
     """The threaded functions this caller does not pass the Accelerator to at every call
     (all of them when the result failed or was not migrated). Fills `prepared` with what
-    each call passes: parameter → "prepared" / "device" / "other". `plain`: threaded
+    each call passes: parameter → "prepared:<role>" / "device" / "whole:dataloader" (a loader
+    not prepared where it is passed) / "other". `plain`: threaded
     functions that take no Accelerator (their migration needs none), only prepared
     arguments."""
     mine = {c.target for c in f.calls if c.target in threaded}
@@ -105,6 +106,7 @@ class _Scopes:
 
     def __init__(self, call: ast.Call, parents: dict[int, ast.AST], flat: tuple[set[str], set[str]]) -> None:
         self.flat = flat  # for a parameter: what the name is where the file prepares it
+        self.line, self.parents = call.lineno, parents
         self.chain = []
         node = parents.get(id(call))
         while node is not None:
@@ -115,9 +117,13 @@ class _Scopes:
     def kind(self, name: str) -> str | None:
         for scope in self.chain:
             own = list(_own_nodes(scope))
-            prepared, devices = _prepared_names(own)
             if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in own):
-                return "prepared" if name in prepared else "device" if name in devices else "other"
+                earlier = [n for n in own if getattr(n, "lineno", 0) < self.line]
+                prepared, devices = _prepared_names(earlier)
+                built = _built_before(earlier, name, self.parents)
+                if name in prepared or name in _prepared_names(own)[0] and not built:
+                    return "prepared"
+                return "device" if name in devices else "whole" if built else "other"
             if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and name in {
                 a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg)
             }:
@@ -134,6 +140,22 @@ def _own_nodes(scope: ast.AST):
         yield node
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             stack.extend(ast.iter_child_nodes(node))
+
+
+def _built_before(nodes, name: str, parents: dict[int, ast.AST]) -> bool:
+    """Every binding of `name` among `nodes` (those above the call) is `name = f(...)`,
+    none a prepare(), and there is one: the call hands over an object not prepared yet
+    (`class_weights(train_loader)` above `... = accelerator.prepare(..., train_loader)`)."""
+    values = []
+    for node in nodes:
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store):
+            statement = parents.get(id(node))
+            while isinstance(statement, (ast.Tuple, ast.List, ast.Starred)):
+                statement = parents.get(id(statement))
+            values.append(statement.value if isinstance(statement, ast.Assign) else None)
+    return bool(values) and all(
+        isinstance(v, ast.Call) and not (isinstance(v.func, ast.Attribute) and v.func.attr == "prepare") for v in values
+    )
 
 
 def _prepared_names(nodes) -> tuple[set[str], set[str]]:
@@ -169,6 +191,8 @@ def _kinds(call: ast.Call, scopes: _Scopes, roles: dict[str, str]) -> dict[objec
         found = scopes.kind(value.id) if isinstance(value, ast.Name) else None
         if found == "prepared":
             return f"prepared:{roles.get(value.id, '')}"
+        if found == "whole" and roles.get(value.id) == "dataloader":
+            return "whole:dataloader"  # a loader the caller has not prepared (yet)
         return found if found == "device" else "other"
 
     out: dict[object, str] = {i: kind(a) for i, a in enumerate(call.args)}

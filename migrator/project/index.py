@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+from typing import Callable
 from dataclasses import dataclass, field
 
 ACCELERATOR = "accelerator"
@@ -23,8 +24,8 @@ class Function:
     is_class: bool = False  # a class: `params` are its __init__'s, the keyword goes there
     returned_loaders: tuple[int, ...] = ()  # positions of the returned tuple that are DataLoaders; (-1,): the value
     state_params: tuple[str, ...] = ()  # parameters whose state it saves or loads (`model.load_state_dict(...)`)
-    updates: bool = True  # calls `.backward()` or `.step()`: it trains, not only evaluates
-    param_roles: tuple[tuple[str, str], ...] = ()  # (parameter, "model"|"optimizer"|"dataloader") by their use here
+    updates: bool = True  # calls `.backward()` or `.step()` (a class: in any method): it trains, not only evaluates
+    param_roles: tuple[tuple[str, str], ...] = ()  # (parameter, "model"|"optimizer"|"dataloader") by their use here (a class: of the attributes they are kept in)
     # A class: its methods that save or load the state of a model they are given,
     # directly or through another method (`EarlyStopping.__call__` → `self.save_checkpoint`):
     # (method, positions less self, parameters, whether the class writes it with torch.save).
@@ -148,8 +149,8 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             node.name, params, kwonly, ok, _stepped_in_loops(node, set(params + kwonly)), init is not None,
             _returned_loaders(node) if init is None else (),
             tuple(sorted({n.func.value.id for n in ast.walk(node) if _state_of_parameter(n, set(params))})) if init is None else (),
-            init is not None or _updates(node),
-            _param_roles(node, params) if init is None else (),
+            _updates(node),
+            _param_roles(node, params) if init is None else _class_param_roles(node, init, params),
             _method_states(node) if init is not None else (),
             init is None and any(_saves(n) for n in ast.walk(node)),
             _methods(node) if init is not None else (),
@@ -272,7 +273,9 @@ def _trains(function: ast.FunctionDef) -> bool:
 _ITERATED_THROUGH = {"enumerate", "tqdm", "iter"}
 
 
-def _param_roles(function: ast.FunctionDef, params: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+def _param_roles(
+    function: ast.FunctionDef | ast.ClassDef, params: tuple[str, ...], name_of: Callable[[ast.AST], str | None] | None = None,
+) -> tuple[tuple[str, str], ...]:
     """What the function does with its parameters says what its callers hand it, when the
     caller builds them through helpers it cannot read (`model = get_model(cfg)`): a
     parameter iterated by a `for` is a loader, one whose `.zero_grad()` is called or that
@@ -282,10 +285,12 @@ def _param_roles(function: ast.FunctionDef, params: tuple[str, ...]) -> tuple[tu
     names = set(params)
     found: dict[str, set[str]] = {}
     backward = _calls_backward(function)
+    name_of = name_of or (lambda node: node.id if isinstance(node, ast.Name) and node.id in names else None)
 
     def note(node: ast.AST | None, role: str) -> None:
-        if isinstance(node, ast.Name) and node.id in names:
-            found.setdefault(node.id, set()).add(role)
+        name = name_of(node) if node is not None else None
+        if name is not None:
+            found.setdefault(name, set()).add(role)
 
     for node in ast.walk(function):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -297,9 +302,34 @@ def _param_roles(function: ast.FunctionDef, params: tuple[str, ...]) -> tuple[tu
     models = {name for name, roles in found.items() if roles == {"model"}}
     bars = _progress_bars(function)
     for node in ast.walk(function):
-        if isinstance(node, ast.For) and _feeds_a_model(node, models):
+        if isinstance(node, ast.For) and _feeds_a_model(node, models, name_of):
             note(_iterated(node.iter, bars), "dataloader")
     return tuple(sorted((name, next(iter(roles))) for name, roles in found.items() if len(roles) == 1))
+
+
+def _class_param_roles(cls: ast.ClassDef, init: ast.FunctionDef, params: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """A class's constructor parameters, by what its methods do with the attributes
+    `__init__` keeps them in (`self.data_loader = data_loader` ... `for batch in
+    self.data_loader: self.model(...)`): an evaluator class reads as an evaluation."""
+    stored: dict[str, str] = {}
+    for node in ast.walk(init):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and _self_attribute(node.targets[0]):
+            value = node.value
+            while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("to", "cuda"):
+                value = value.func.value  # `self.model = model.to(device)`
+            if isinstance(value, ast.Name) and value.id in params:
+                stored[node.targets[0].attr] = value.id
+
+    def name_of(node: ast.AST) -> str | None:
+        if _self_attribute(node):
+            return stored.get(node.attr)
+        return node.id if isinstance(node, ast.Name) and node.id in params else None
+
+    return _param_roles(cls, params, name_of)
+
+
+def _self_attribute(node: ast.AST) -> bool:
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
 def _iterated(source: ast.AST, bars: dict[str, ast.AST]) -> ast.AST:
@@ -396,11 +426,11 @@ def _mentions(expr: ast.AST, derived: set[str], models: set[str]) -> bool:
     return False
 
 
-def _feeds_a_model(loop: ast.For, models: set[str]) -> bool:
+def _feeds_a_model(loop: ast.For, models: set[str], name_of: Callable[[ast.AST], str | None]) -> bool:
     """The loop's body runs a model parameter or moves what it draws to a device: batches."""
     for node in ast.walk(loop):
         if isinstance(node, ast.Call):
-            if isinstance(node.func, ast.Name) and node.func.id in models:
+            if name_of(node.func) in models:
                 return True
             if isinstance(node.func, ast.Attribute) and node.func.attr in ("cuda", "to"):
                 return True

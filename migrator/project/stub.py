@@ -39,11 +39,13 @@ def caller_stub(files, mine, prepared, target_import: str) -> tuple[str | None, 
     for target in order:
         function = engine.functions[target[1]]
         mapped = mapped_all[target]
+        names = _own_names(mapped, kinds, target[1]) if mapped is not None else {}
+        mapped = {names[p]: k for p, k in mapped.items()} if mapped is not None else None
         if mapped is None or _clashes(mapped, kinds):
             left_out.add(target)
             continue
-        args = [p for p in function.params if p in mapped] + [f"{p}={p}" for p in function.kwonly if p in mapped]
-        missing = [p for p in function.params if p not in mapped]
+        args = [names[p] for p in function.params if p in names] + [f"{p}={names[p]}" for p in function.kwonly if p in names]
+        missing = [p for p in function.params if p not in names]
         if missing and any(function.params.index(p) < len(args) for p in missing):
             left_out.add(target)  # an argument the callers leave to its default sits between given ones
             continue
@@ -70,7 +72,8 @@ def caller_stub(files, mine, prepared, target_import: str) -> tuple[str | None, 
             f"    {ACCELERATOR} = Accelerator()\n"]
     head += [f"    {p} = {ACCELERATOR}.device\n" for p in params if kinds[p] == "device"]
     ready = [p for p in params if kinds[p].startswith("prepared:")]
-    head += [f"    {p} = {_STAND_INS.get(kinds[p].partition(':')[2], 'object()')}\n" for p in ready]
+    whole = [p for p in params if kinds[p] == "whole:dataloader"]  # handed over before (or without) prepare()
+    head += [f"    {p} = {_STAND_INS.get(kinds[p].partition(':')[2], 'object()')}\n" for p in ready + whole]
     if ready:
         targets = ", ".join(ready) + ("," if len(ready) == 1 else "")
         head.append(f"    {targets} = {ACCELERATOR}.prepare({', '.join(ready)})\n")
@@ -99,6 +102,18 @@ def _method_calls(cls: Function, target, prepared, kinds: dict[str, str]) -> lis
         kinds.update(mapped)
         out.append((method, args))
     return out
+
+
+def _own_names(mapped: dict[str, str], kinds: dict[str, str], function: str) -> dict[str, str]:
+    """Parameter → the stub's name for what the callers pass it: the parameter's own name,
+    or a name of its own (`model_load_checkpoint`) for an object the callers pass unprepared
+    where a function taken before was passed a prepared one under that name, so the
+    function is still called (its callers' arguments shown) without the two meeting."""
+    names = {}
+    for p, kind in mapped.items():
+        clash = kinds.get(p, kind) != kind and kind == "other"
+        names[p] = f"{p}_{function.lower()}" if clash else p
+    return names
 
 
 def _clashes(mapped: dict[str, str], kinds: dict[str, str]) -> bool:

@@ -23,7 +23,7 @@ _SHARE_CODES = frozenset({"AM503", "AM513", "AM514", "AM515", "AM522", "AM913"})
 def evaluations_left_whole(
     files: dict[str, FileIndex], results: dict[str, FileResult], threaded: frozenset[tuple[str, str]],
 ) -> dict[str, frozenset[str]]:
-    """Engine path → its evaluation functions (no backward, no step) left unthreaded that
+    """Engine path → its evaluation functions and classes (no backward, no step) left unthreaded that
     every caller in the run hands only loaders it did not prepare (read in the migrated
     caller: a loader may be handed as it was before prepare(), under another name)."""
     migrated = {path: _calls_and_prepared(r.after) for path, r in results.items()}
@@ -32,7 +32,7 @@ def evaluations_left_whole(
         for call in caller.calls:
             owner = files.get(call.target[0])
             function = owner.functions.get(call.target[1]) if owner else None
-            if function is None or function.is_class or function.updates or call.target in threaded:
+            if function is None or function.updates or call.target in threaded:
                 continue
             loaders = {p for p, role in function.param_roles if role == "dataloader"}
             whole = caller.path in migrated and bool(loaders)
@@ -58,7 +58,7 @@ def without_share_findings(result: FileResult, functions: frozenset[str]) -> Fil
         return result
     spans = [
         (n.lineno, n.end_lineno or n.lineno) for n in tree.body
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in functions
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name in functions
     ]
     kept = tuple(
         f for f in result.findings

@@ -10,6 +10,7 @@ a CPU-only machine, which is why it slips through tests.
 from __future__ import annotations
 
 import ast
+import re
 from collections import Counter
 from typing import Iterator
 
@@ -241,12 +242,34 @@ def _rebound(pair: Pair, what: str, scope, start: int, end: int, *, after_side: 
     if after_side:
         moved = [a.node for a in pair.after.assigns if a.target == what and pair.original_line(a.node.lineno) == start]
         return any(
-            a.scope is scope and a.target == what and not _is_prepare(a)
+            a.scope is scope and a.target == what and not _is_prepare(a) and not _handed_back(a, what)
             and start < pair.original_line(a.node.lineno) < end
             and not any(_exclusive(pair.after, m, a.node) for m in moved)
             for a in pair.after.assigns
         )
     return any(a.scope is scope and a.target == what and start < a.node.lineno < end for a in pair.before.assigns)
+
+
+def _handed_back(assign, what: str) -> bool:
+    """`model, optimizer, epoch = load_checkpoint(model, optimizer, path)`: the object is
+    handed to a checkpoint loader whose result rebinds it, so what the later prepare()
+    places is that object, its state loaded (load_state_dict copies across devices). Other
+    calls may need the object on its device first (apex's `amp.initialize`)."""
+    value = getattr(assign.node, "value", None)
+    if not isinstance(value, ast.Call) or not _LOADER.search(last(call_name(value)) or ""):
+        return False
+    given = [*value.args, *(k.value for k in value.keywords)]
+    return any(dotted(_unwrapped(g)) == what for g in given)
+
+
+_LOADER = re.compile(r"load|resume|restore", re.IGNORECASE)
+
+
+def _unwrapped(expr: ast.AST) -> ast.AST:
+    """`accelerator.unwrap_model(model)` → `model`."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "unwrap_model" and expr.args:
+        return expr.args[0]
+    return expr
 
 
 def _exclusive(program: Program, one: ast.AST, other: ast.AST) -> bool:

@@ -1,0 +1,98 @@
+"""Loader parameters that every caller in the file hands a loader it has not prepared.
+
+A function that iterates a loader parameter is read as an evaluation of the caller's
+prepared loader, so its sums get gathered across processes. That is wrong where each
+call passes a loader that is not prepared at that point: `class_weights(train_loader)`
+counting the labels before the `prepare()` that shards `train_loader`, or a helper
+handed a loader its caller builds for itself and never prepares. Such a function reads
+the whole data set on every process: nothing in it needs gathering, and gathering its
+batches would count each one N times. Nothing here edits the tree.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Iterable
+
+import libcst as cst
+
+from migrator.analysis.collect import CallFact, Facts
+from migrator.analysis.roles import Role, RoleTable
+
+if TYPE_CHECKING:
+    from migrator.analysis import PrepareCall
+    from migrator.analysis.plan import PreparePlan
+
+_PREPARES = ("prepare", "prepare_data_loader")
+
+
+def loaders_fed_whole(
+    facts: Facts, roles: RoleTable, prepare_calls: Iterable["PrepareCall"], plan: "PreparePlan | None", parent: Callable,
+) -> frozenset[tuple[int, str]]:
+    """(id(function), parameter) for each loader parameter of a module-level function
+    that the file calls, every call handing it a name its own scope binds, with a call,
+    and has not prepared by then (the plan's prepare() not inserted yet, an existing one
+    further down). A parameter any call passes otherwise (an expression, a parameter of
+    the caller, a prepared name) is not in it: its loader may be prepared."""
+    prepares = list(prepare_calls)
+    out = set()
+    for name, defs in facts.functions.items():
+        if len(defs) != 1 or id(defs[0]) in facts.method_of or not isinstance(facts.scope_of_function.get(id(defs[0])), cst.Module):
+            continue
+        function = defs[0]
+        params = facts.params.get(id(function), ())
+        calls = [c for c in facts.calls if c.func == name]
+        if not calls:
+            continue
+        for param in params:
+            if roles.of(param) is not Role.DATALOADER:
+                continue
+            if all(_whole_at(c, _argument(c.node, params, param), facts, prepares, plan, parent) for c in calls):
+                out.add((id(function), param))
+    return frozenset(out)
+
+
+def _argument(call: cst.Call, params: tuple[str, ...], param: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == param:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    index = params.index(param)
+    return positional[index].value if index < len(positional) else None
+
+
+def _whole_at(call: CallFact, value: cst.BaseExpression | None, facts: Facts, prepares, plan, parent) -> bool:
+    """`value`, passed at `call`, names a loader of the call's scope that is not prepared there."""
+    if not isinstance(value, cst.Name):
+        return False
+    name, scope = value.value, call.scope
+    if isinstance(scope, cst.FunctionDef) and name in facts.params.get(id(scope), ()):
+        return False  # the caller's own caller decides
+    at = facts.order.get(call.node, 0)
+    bindings = [b for b in facts.bindings if b.name == name and b.scope is scope and facts.order.get(b.statement, 0) < at]
+    if not bindings or not all(isinstance(b.value, cst.Call) and not _is_prepare(b.value) for b in bindings):
+        return False  # bound by something else first (an alias, a prepare())
+    for p in prepares:
+        if name in p.targets and _scope_of(p.call, parent) is scope and facts.order.get(p.call, 0) < at:
+            return False
+    if plan is not None and plan.block.scope is scope:
+        index = plan.block.index_of(call.node, parent)
+        for group in plan.groups:
+            if name in group.names and (index is None or index > _index(plan.block, group.after)):
+                return False
+    return True
+
+
+def _is_prepare(value: cst.Call) -> bool:
+    func = value.func
+    return isinstance(func, cst.Attribute) and func.attr.value in _PREPARES
+
+
+def _scope_of(node: cst.CSTNode, parent: Callable) -> cst.CSTNode | None:
+    current = parent(node)
+    while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+        current = parent(current)
+    return current
+
+
+def _index(block, statement: cst.BaseStatement) -> int:
+    return next(i for i, s in enumerate(block.body) if s is statement)
