@@ -60,6 +60,7 @@ class Config:
     # calls of other files' functions and the roles of their arguments by use there (project/param_roles.py)
     project_roles: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
     project_entered: tuple[str, ...] = ()  # own top-level names other files of the run call once per process (project/entries.py)
+    project_called: tuple[str, ...] = ()  # own top-level names other files of the run call at all (project/entries.py)
     project_enters: tuple[str, ...] = ()  # calls of other files' classes/functions that create the Accelerator themselves
     project_meters: tuple[str, ...] = ()  # calls of other files' running-meter classes (project/meters.py)
     project_unused: tuple[tuple[str, str], ...] = ()  # model classes with unused parameters: call -> what (project/unused.py)

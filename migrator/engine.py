@@ -95,7 +95,7 @@ def _run_rules(
         unused_models=dict(config.project_unused), unthreaded_calls=frozenset(s for s, trains in config.project_unthreaded if not trains),
         argument_roles={spelling: dict(keys) for spelling, keys in config.project_roles},
         distribution_helpers={spelling: rest for spelling, *rest in config.project_distribution},
-        meter_calls=frozenset(config.project_meters),
+        meter_calls=frozenset(config.project_meters), called_elsewhere=frozenset(config.project_called),
     )
     ctx = RuleContext(config, path)
     _dispatch(analysis, [rule(analysis, ctx) for rule in rules])

@@ -87,8 +87,8 @@ class PrintOnEveryProcess(Rule):
             self.report(c.node, edits=[replace(c.node.func, new)])
 
     def _working_functions(self) -> set[int]:
-        """ids of functions that train, evaluate, or iterate a dataloader, and methods of
-        the class that owns the Accelerator."""
+        """ids of functions that train, evaluate, iterate a dataloader or prepare the
+        objects, and methods of the class that owns the Accelerator."""
         analysis = self.analysis
         facts = analysis.facts
         trainers = training_functions(facts)
@@ -96,6 +96,11 @@ class PrintOnEveryProcess(Rule):
         for loop in facts.loops:
             if isinstance(loop.scope, cst.FunctionDef) and analysis.roles.of(loop.iter_name) is Role.DATALOADER:
                 out.add(id(loop.scope))
+        # the function that prepares the objects runs the training, here or through the
+        # functions of other files it hands them to (`trainer.run_epoch()` in its epoch loop)
+        if analysis.plan is not None and isinstance(analysis.plan.block.scope, cst.FunctionDef):
+            out.add(id(analysis.plan.block.scope))
+        out |= {id(s) for p in analysis.prepare_calls if isinstance(s := analysis.scope_of(p.call), cst.FunctionDef)}
         name = analysis.accelerator
         if name.startswith("self."):
             for functions in facts.functions.values():

@@ -228,6 +228,7 @@ def analyze(
     loader_calls: dict[str, tuple[int, ...]] | None = None, unused_models: dict[str, str] | None = None,
     distribution_helpers: dict[str, list] | None = None, unthreaded_calls: frozenset[str] = frozenset(),
     argument_roles: dict[str, dict[str, str]] | None = None, meter_calls: frozenset[str] = frozenset(),
+    called_elsewhere: frozenset[str] = frozenset(),
 ) -> ScriptAnalysis:
     """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy).
     `batch_stepped`: schedulers handed to a function of another file of the run that steps
@@ -238,7 +239,8 @@ def analyze(
     helpers → [kind, attributes, print helper] (migrator/project/dist_helpers.py);
     `unthreaded_calls`: calls of evaluation functions of other files of the run that get no Accelerator;
     `argument_roles`: calls of functions of other files → position or parameter → role;
-    `meter_calls`: calls of other files' running-meter classes (analysis/meters.py)."""
+    `meter_calls`: calls of other files' running-meter classes (analysis/meters.py);
+    `called_elsewhere`: this file's functions other files of the run call (whole_loaders.py)."""
     module = wrapper.module
     tables = node_tables(module)
     parents, by_type = tables.parents, tables.by_type
@@ -262,7 +264,7 @@ def analyze(
     if block is not None and not prepare_calls and not acc_names:
         plan = make_plan(facts, roles, block, first_use, lens, parent, batch_stepped, unthreaded_calls)
     prepared = {t for p in prepare_calls for t in p.targets if t} | (plan.names if plan else set())
-    facts.whole_loaders = loaders_fed_whole(facts, roles, prepare_calls, plan, parent)
+    facts.whole_loaders = loaders_fed_whole(facts, roles, prepare_calls, plan, parent, called_elsewhere)
     dev_vars = device_variables(facts)
     worker_ranks = worker_rank_names(facts, parent)
     dev_names = {v.name for v in dev_vars} | {"device"} | local_rank_names(facts) | worker_ranks

@@ -27,12 +27,15 @@ _PREPARES = ("prepare", "prepare_data_loader")
 
 def loaders_fed_whole(
     facts: Facts, roles: RoleTable, prepare_calls: Iterable["PrepareCall"], plan: "PreparePlan | None", parent: Callable,
+    called_elsewhere: frozenset[str] = frozenset(),
 ) -> frozenset[tuple[int, str]]:
     """(id(function), parameter) for each loader parameter of a module-level function
     that the file calls, every call handing it a name its own scope binds, with a call,
     and has not prepared by then (the plan's prepare() not inserted yet, an existing one
     further down). A parameter any call passes otherwise (an expression, a parameter of
-    the caller, a prepared name) is not in it: its loader may be prepared."""
+    the caller, a prepared name) is not in it: its loader may be prepared; nor is one of a
+    function `called_elsewhere` (by other files of the run) unless the callers' stub calls
+    it here (what those files hand it is then among the calls)."""
     prepares = list(prepare_calls)
     out = set()
     for name, defs in facts.functions.items():
@@ -41,7 +44,7 @@ def loaders_fed_whole(
         function = defs[0]
         params = facts.params.get(id(function), ())
         calls = [c for c in facts.calls if c.func == name]
-        if not calls:
+        if not calls or name in called_elsewhere and not any(_in_stub(c) for c in calls):
             continue
         for param in params:
             if roles.of(param) is not Role.DATALOADER:
@@ -77,9 +80,19 @@ def _whole_at(call: CallFact, value: cst.BaseExpression | None, facts: Facts, pr
     if plan is not None and plan.block.scope is scope:
         index = plan.block.index_of(call.node, parent)
         for group in plan.groups:
-            if name in group.names and (index is None or index > _index(plan.block, group.after)):
+            if name not in group.names:
+                continue
+            after = plan.block.index_of(group.after, parent)  # the block's statement holding it
+            nested = all(s is not group.after for s in plan.block.body)  # a prepare() in a branch
+            if index is None or after is None or index > after or (nested and index == after):
                 return False
     return True
+
+
+def _in_stub(call: CallFact) -> bool:
+    from migrator.analysis.reach import CALLERS_STUB
+
+    return isinstance(call.scope, cst.FunctionDef) and call.scope.name.value == CALLERS_STUB
 
 
 def _is_prepare(value: cst.Call) -> bool:
@@ -93,6 +106,3 @@ def _scope_of(node: cst.CSTNode, parent: Callable) -> cst.CSTNode | None:
         current = parent(current)
     return current
 
-
-def _index(block, statement: cst.BaseStatement) -> int:
-    return next(i for i, s in enumerate(block.body) if s is statement)

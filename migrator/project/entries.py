@@ -101,3 +101,15 @@ def _passed_as_values(tree: ast.Module) -> set[str]:
         a.id for n in ast.walk(tree) if isinstance(n, ast.Call)
         for a in [*n.args, *(k.value for k in n.keywords)] if isinstance(a, ast.Name)
     }
+
+
+def called_elsewhere(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
+    """For each file of the run: its top-level names that another file of the run calls.
+    Alone, a file sees only its own calls of them: what it hands them there (a loader it
+    never prepares) need not be what the other files hand them."""
+    out: dict[str, set[str]] = {}
+    for path, f in files.items():
+        for c in f.calls:
+            if c.target[0] != path and c.target[0] in files:
+                out.setdefault(c.target[0], set()).add(c.target[1])
+    return {path: tuple(sorted(names)) for path, names in out.items()}

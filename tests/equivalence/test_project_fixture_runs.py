@@ -26,6 +26,7 @@ RUNS = {
     "project-checkpoint-helpers": "train.py",
     "project-distribution-helpers": "main.py",
     "project-early-stopping-helper-class": "train.py",
+    "project-trainer-and-evaluator-classes": "main.py",
 }
 _NUMBER = re.compile(r"-?\d+\.\d+(?:e-?\d+)?|-?\d+")
 _PROGRESS = re.compile(r"\|.*\||it/s|s/it|^W\d{4}")

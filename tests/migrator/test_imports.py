@@ -32,3 +32,11 @@ def test_a_try_guarding_more_than_imports_stays() -> None:
     assert _apply(code) == "try:\n    HAVE_APEX = True\nexcept ImportError:\n    HAVE_APEX = False\n"
     other = "try:\n    from apex import amp\nexcept Exception:\n    amp = None\n"
     assert _apply(other) == other  # `amp = None` under a broad except is read as a use: kept
+
+
+def test_an_import_added_above_a_class_is_followed_by_two_blank_lines() -> None:
+    add = Fix((), add_imports=(ImportChange("torch", None, None),))
+    code = 'class Train:\n    """One epoch."""\n'
+    assert apply_imports(cst.parse_module(code), [add]).code == 'import torch\n\n\nclass Train:\n    """One epoch."""\n'
+    spaced = "import os\n\n\ndef main():\n    pass\n"
+    assert apply_imports(cst.parse_module(spaced), [add]).code == "import os\nimport torch\n\n\ndef main():\n    pass\n"

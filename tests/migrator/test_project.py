@@ -528,6 +528,43 @@ def test_the_index_reads_what_a_function_does_with_its_parameters() -> None:
     assert functions["score"].param_roles == () and not functions["score"].updates
 
 
+def test_the_index_reads_a_class_through_the_attributes_its_init_keeps() -> None:
+    """An evaluator class (`Test(model, loader, ...)`, ENet) is read like an evaluation
+    function: its loader and model by what its methods do with `self.data_loader` and
+    `self.model`, and it does not train; a trainer class does."""
+    import ast
+
+    from migrator.project.index import _functions
+
+    source = textwrap.dedent('''\
+        class Test:
+            def __init__(self, model, data_loader, criterion, device):
+                self.model = model.to(device)
+                self.data_loader = data_loader
+                self.criterion = criterion
+
+            def run_epoch(self):
+                self.model.eval()
+                for x, y in self.data_loader:
+                    self.criterion(self.model(x), y)
+
+
+        class Train:
+            def __init__(self, model, data_loader, criterion):
+                self.model = model
+                self.data_loader = data_loader
+                self.criterion = criterion
+
+            def run_epoch(self):
+                for x, y in self.data_loader:
+                    self.criterion(self.model(x), y).backward()
+    ''')
+    functions = _functions(ast.parse(source))
+    assert dict(functions["Test"].param_roles) == {"data_loader": "dataloader", "model": "model"}
+    assert not functions["Test"].updates
+    assert functions["Train"].updates
+
+
 def test_a_download_in_a_helper_of_another_file_runs_on_the_main_process_first(tmp_path) -> None:
     data = textwrap.dedent('''\
         import torch

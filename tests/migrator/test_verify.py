@@ -300,6 +300,34 @@ def test_a_model_fed_cpu_tensors_it_never_placed() -> None:
     assert [c for c, _ in _codes(before, after)] == ["AM953"]
 
 
+def test_move_removed_before_a_checkpoint_loader_rebinds_the_model() -> None:
+    """`model, opt, epoch = load_checkpoint(model, opt, path)` between the removed move and
+    the prepare(): the loader hands the same model back, and prepare() places it."""
+    before = (
+        "import torch\ndef train(resume):\n    model = Net().to(device)\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    if resume:\n        model, opt, epoch = utils.load_checkpoint(model, opt, 'ckpt.pt')\n    run(model, opt)\n"
+    )
+    after = HEAD + (
+        "accelerator = Accelerator()\ndef train(resume):\n    model = Net()\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    if resume:\n        model, opt, epoch = utils.load_checkpoint(model, opt, 'ckpt.pt')\n"
+        "    model, opt = accelerator.prepare(model, opt)\n    run(model, opt)\n"
+    )
+    assert _codes(before, after) == []
+
+
+def test_move_removed_before_a_call_that_needs_the_model_on_its_device() -> None:
+    """apex's `amp.initialize(model, opt)` checks that the model is on the GPU already."""
+    before = (
+        "import torch\nmodel = Net().to(device)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "model, opt = amp.initialize(model, opt)\nrun(model, opt)\n"
+    )
+    after = HEAD + (
+        "accelerator = Accelerator()\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "model, opt = amp.initialize(model, opt)\nmodel, opt = accelerator.prepare(model, opt)\nrun(model, opt)\n"
+    )
+    assert _codes(before, after) == [("AM953", 2)]
+
+
 # AM954: calls ------------------------------------------------------------------------
 def test_required_parameter_with_no_caller_in_the_file() -> None:
     before = "def test(model, loader):\n    pass\n"
