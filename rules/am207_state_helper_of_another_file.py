@@ -87,6 +87,8 @@ class StateHelperOfAnotherFile(Rule):
         for arg in handed:
             name = dotted_name(arg.value)
             unwrapped = _unwrapped(arg.value)
+            if name in models and _before_its_prepare(analysis, node, name):
+                continue  # `load_checkpoint(model, ...)` above the prepare(): the plain model
             if name in models:
                 self._unwrap(node, arg, spelling, name)
             elif unwrapped not in models:
@@ -102,6 +104,18 @@ class StateHelperOfAnotherFile(Rule):
             return
         new = cst.parse_expression(f"{accelerator}.unwrap_model({name})")
         self.report(arg.value, edits=[replace(arg.value, new)], call=f"{spelling}(...)", what=what)
+
+
+def _before_its_prepare(analysis, call: cst.Call, name: str) -> bool:
+    """`name` is prepared in the call's own function (by a prepare() there, or the one the
+    migration inserts), and only below the call."""
+    scope = analysis.scope_of(call)
+    line = analysis.position(call).start.line
+    lines = [analysis.position(p.call).start.line for p in analysis.prepare_calls if name in p.targets and analysis.scope_of(p.call) is scope]
+    plan = analysis.plan
+    if plan is not None and plan.block.scope is scope:
+        lines += [analysis.position(g.after).end.line + 1 for g in plan.groups if name in g.names]
+    return bool(lines) and all(at > line for at in lines)
 
 
 def _unwrapped(value: cst.BaseExpression) -> str | None:

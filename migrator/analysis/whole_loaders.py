@@ -29,8 +29,8 @@ def loaders_fed_whole(
     facts: Facts, roles: RoleTable, prepare_calls: Iterable["PrepareCall"], plan: "PreparePlan | None", parent: Callable,
     called_elsewhere: frozenset[str] = frozenset(),
 ) -> frozenset[tuple[int, str]]:
-    """(id(function), parameter) for each loader parameter of a module-level function
-    that the file calls, every call handing it a name its own scope binds, with a call,
+    """(id(function), parameter) for each loader parameter of a module-level function (or
+    class constructor) that the file calls, every call handing it a name its own scope binds, with a call,
     and has not prepared by then (the plan's prepare() not inserted yet, an existing one
     further down). A parameter any call passes otherwise (an expression, a parameter of
     the caller, a prepared name) is not in it: its loader may be prepared; nor is one of a
@@ -38,11 +38,7 @@ def loaders_fed_whole(
     it here (what those files hand it is then among the calls)."""
     prepares = list(prepare_calls)
     out = set()
-    for name, defs in facts.functions.items():
-        if len(defs) != 1 or id(defs[0]) in facts.method_of or not isinstance(facts.scope_of_function.get(id(defs[0])), cst.Module):
-            continue
-        function = defs[0]
-        params = facts.params.get(id(function), ())
+    for name, function, params in _callables(facts):
         calls = [c for c in facts.calls if c.func == name]
         if not calls or name in called_elsewhere and not any(_in_stub(c) for c in calls):
             continue
@@ -52,6 +48,19 @@ def loaders_fed_whole(
             if all(_whole_at(c, _argument(c.node, params, param), facts, prepares, plan, parent) for c in calls):
                 out.add((id(function), param))
     return frozenset(out)
+
+
+def _callables(facts: Facts):
+    """(name, function, parameters as a call passes them): the module-level functions, and
+    the `__init__` of each module-level class (an evaluator class keeps its loader in
+    `self.data_loader`: metrics.sharded_loop follows it back to this parameter)."""
+    for name, defs in facts.functions.items():
+        if len(defs) == 1 and id(defs[0]) not in facts.method_of and isinstance(facts.scope_of_function.get(id(defs[0])), cst.Module):
+            yield name, defs[0], facts.params.get(id(defs[0]), ())
+    for name, cls in facts.classes.items():
+        init = next((f for f in facts.functions.get("__init__", []) if facts.method_of.get(id(f)) is cls), None)
+        if init is not None:
+            yield name, init, facts.params.get(id(init), ())[1:]
 
 
 def _argument(call: cst.Call, params: tuple[str, ...], param: str) -> cst.BaseExpression | None:

@@ -104,9 +104,9 @@ class _Scopes:
     the innermost scope that binds it decides (a `loader` prepared in `main()` is not the
     `loader` another function builds for itself)."""
 
-    def __init__(self, call: ast.Call, parents: dict[int, ast.AST], flat: tuple[set[str], set[str]]) -> None:
+    def __init__(self, call: ast.Call, parents: dict[int, ast.AST], flat: tuple[set[str], set[str]], depth: int = 0) -> None:
         self.flat = flat  # for a parameter: what the name is where the file prepares it
-        self.line, self.parents = call.lineno, parents
+        self.line, self.parents, self.depth = call.lineno, parents, depth
         self.chain = []
         node = parents.get(id(call))
         while node is not None:
@@ -121,15 +121,66 @@ class _Scopes:
                 earlier = [n for n in own if getattr(n, "lineno", 0) < self.line]
                 prepared, devices = _prepared_names(earlier)
                 built = _built_before(earlier, name, self.parents)
-                if name in prepared or name in _prepared_names(own)[0] and not built:
+                if name in prepared or name in _prepared_names(own)[0] and not built or self._returned_prepared(earlier, name):
                     return "prepared"
                 return "device" if name in devices else "whole" if built else "other"
             if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and name in {
                 a.arg for a in ast.walk(scope.args) if isinstance(a, ast.arg)
             }:
+                handed = self._handed(scope, name)
+                if handed is not None:
+                    return handed
                 prepared, devices = self.flat  # passed in (AM002 threads such helpers from the set-up)
                 return "prepared" if name in prepared else "device" if name in devices else "other"
         return None
+
+    def _handed(self, function: ast.FunctionDef, param: str) -> str | None:
+        """What the file's own calls of `function` hand `param`, when they all agree that
+        it is prepared or left whole (`train(train_loader, val_loader)` in `__main__`
+        with the loaders `load_dataset()` built); None when there is no such call, they
+        disagree, or it is something else."""
+        module = self.chain[-1] if self.chain and isinstance(self.chain[-1], ast.Module) else None
+        positional = [a.arg for a in function.args.args]
+        if module is None or self.depth >= 3 or param not in positional + [a.arg for a in function.args.kwonlyargs]:
+            return None
+        kinds = set()
+        for call in ast.walk(module):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == function.name):
+                continue
+            given = next((k.value for k in call.keywords if k.arg == param), None)
+            if given is None and param in positional and positional.index(param) < len(call.args):
+                given = call.args[positional.index(param)]
+            if not isinstance(given, ast.Name):
+                return None
+            kinds.add(_Scopes(call, self.parents, self.flat, self.depth + 1).kind(given.id))
+        return kinds.pop() if len(kinds) == 1 and kinds <= {"prepared", "whole"} else None
+
+
+    def _returned_prepared(self, nodes, name: str) -> bool:
+        """`model = train(...)` above the call, where `train`, a function of this file,
+        returns what it prepared: the caller holds the prepared model."""
+        module = self.chain[-1] if self.chain and isinstance(self.chain[-1], ast.Module) else None
+        for node in nodes:
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)):
+                continue
+            if any(isinstance(n, ast.Name) and n.id == name for t in node.targets for n in ast.walk(t)):
+                if module is not None and _returns_prepared(module, node.value.func.id):
+                    return True
+        return False
+
+
+def _returns_prepared(module: ast.Module, function: str) -> bool:
+    """The top-level function `function` returns a name it binds from a prepare() call."""
+    for node in module.body:
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            own = list(_own_nodes(node))
+            prepared = _prepared_names(own)[0]
+            for r in own:
+                value = r.value if isinstance(r, ast.Return) else None
+                returned = value.elts if isinstance(value, ast.Tuple) else [value]
+                if any(isinstance(v, ast.Name) and v.id in prepared for v in returned):
+                    return True
+    return False
 
 
 def _own_nodes(scope: ast.AST):
@@ -142,7 +193,7 @@ def _own_nodes(scope: ast.AST):
             stack.extend(ast.iter_child_nodes(node))
 
 
-def _built_before(nodes, name: str, parents: dict[int, ast.AST]) -> bool:
+def _built_before(nodes, name: str, parents: dict[int, ast.AST], depth: int = 0) -> bool:
     """Every binding of `name` among `nodes` (those above the call) is `name = f(...)`,
     none a prepare(), and there is one: the call hands over an object not prepared yet
     (`class_weights(train_loader)` above `... = accelerator.prepare(..., train_loader)`)."""
@@ -153,9 +204,13 @@ def _built_before(nodes, name: str, parents: dict[int, ast.AST]) -> bool:
             while isinstance(statement, (ast.Tuple, ast.List, ast.Starred)):
                 statement = parents.get(id(statement))
             values.append(statement.value if isinstance(statement, ast.Assign) else None)
-    return bool(values) and all(
-        isinstance(v, ast.Call) and not (isinstance(v.func, ast.Attribute) and v.func.attr == "prepare") for v in values
-    )
+
+    def built(value) -> bool:
+        if isinstance(value, ast.Name) and value.id != name and depth < 2:  # `a, b = loaders` unpacked
+            return _built_before(nodes, value.id, parents, depth + 1)
+        return isinstance(value, ast.Call) and not (isinstance(value.func, ast.Attribute) and value.func.attr == "prepare")
+
+    return bool(values) and all(built(v) for v in values)
 
 
 def _prepared_names(nodes) -> tuple[set[str], set[str]]:

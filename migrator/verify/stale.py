@@ -13,6 +13,7 @@ import ast
 import re
 from typing import Iterator
 
+from migrator.analysis.reach import CALLERS_STUB
 from migrator.verify.pair import Pair, Problem
 from migrator.torch_api import MODULE_API
 from migrator.verify.program import Program, call_name, dotted, last
@@ -218,8 +219,12 @@ def _called_before_prepare(program: Program, method: ast.AST, owner: str, depth:
 
 
 def _fed_prepared(program: Program, function: ast.AST, param: str, depth: int) -> bool:
-    """Some caller of `function` passes a prepared model as `param` (none found: assume so)."""
+    """Some caller of `function` passes a prepared model as `param` (none found: assume so,
+    unless the file carries the callers' stub of a run of several files, which shows every
+    caller the run gives a prepared object: the others hand it plain, or unwrapped by AM207)."""
     callers = program.callers_of(function)
+    if not callers and CALLERS_STUB in program.functions:
+        return False
     params = [a.arg for a in function.args.args]
     index = params.index(param) - (1 if params[:1] == ["self"] else 0) if param in params else -1
     models = prepared_models(program)
