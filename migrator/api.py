@@ -155,7 +155,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_unused": (b"transformers",), "project_distribution": (b"init_process_group", b"FileHandler", b"basicConfig"),
         "project_roles": (b"import",), "project_downloads": (b"download",), "project_meters": (b".update(",),
         "project_entered": (b"import",), "project_states": (b"state_dict",),
-        "project_enters": (b"download",), "project_called": (b"import",),
+        "project_enters": (b"import",), "project_called": (b"import",),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:

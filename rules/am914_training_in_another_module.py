@@ -140,6 +140,7 @@ class TrainingInAnotherModule(Rule):
             self._left_alone(unthreaded)
         analysis = self.analysis
         seen: set[str] = set(self.ctx.config.project_calls) | set(self.ctx.config.project_plain) | set(unthreaded)
+        seen |= set(self.ctx.config.project_enters)  # a class of the run that creates the Accelerator itself
         for c in analysis.facts.calls:
             qualified = c.qualified or ""
             module, _, function = qualified.rpartition(".")

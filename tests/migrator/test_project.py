@@ -854,6 +854,19 @@ def test_a_set_up_built_in_a_class_another_file_constructs(tmp_path, caller, ent
         assert any(f.code == "AM954" for f in result.findings) is not entered
 
 
+def test_a_class_that_sets_itself_up_is_not_sent_the_accelerator(tmp_path) -> None:
+    """main.py hands its loader to a Trainer that creates the Accelerator itself (RAM): the
+    class reads as taking a loader, but AM914 must not ask main.py to pass one in."""
+    main = (
+        "import torch\nfrom trainer import Trainer\n\n\ndef main():\n"
+        "    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randn(8, 1)))\n"
+        "    Trainer(loader).fit()\n\n\nif __name__ == '__main__':\n    main()\n"
+    )
+    results = _results([_project(tmp_path, **{"main.py": main, "trainer.py": _SELF_BUILT})])
+    assert "self.accelerator = Accelerator()" in (results["trainer.py"].after or "")
+    assert not [f for f in results["main.py"].findings if f.code == "AM914"], results["main.py"].findings
+
+
 def test_a_download_before_a_set_up_class_of_another_file_is_reported(tmp_path) -> None:
     """main.py builds the loaders (downloading MNIST through data.py) and hands them to a
     Trainer that creates the Accelerator itself: nothing orders the download, so it is
