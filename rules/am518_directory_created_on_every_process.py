@@ -74,8 +74,8 @@ class DirectoryCreatedOnEveryProcess(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
-        if not analysis.migrating:
-            return
+        if not analysis.migrating and not self.ctx.config.project_called:
+            return  # a helper file of a run: its functions the other files call run on every process
         for fact in analysis.facts.calls:
             qualified = fact.qualified or ""
             if qualified not in ("os.makedirs", "os.mkdir"):
@@ -110,14 +110,14 @@ class DirectoryCreatedOnEveryProcess(Rule):
         return cst.Module([]).code_for_node(inner.args[0].value).strip() == path
 
     def _skipped(self, call: cst.Call) -> bool:
-        """Only the main process runs it, a function this file never calls, or a `try`
+        """Only the main process runs it, a function no file of the run calls, or a `try`
         that catches the error."""
         analysis = self.analysis
         branches = analysis.branches
         if branches.branch_of(call) is not None:
             return True
         function = branches.function_of(call)
-        if function is not None and (not branches.callers(function) or branches.runs_only_on_main(call)):
+        if function is not None and (not branches.callers(function) and not self._called_elsewhere(function) or branches.runs_only_on_main(call)):
             return True
         current = analysis.parent(call)
         while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
@@ -125,6 +125,14 @@ class DirectoryCreatedOnEveryProcess(Rule):
                 return True
             current = analysis.parent(current)
         return False
+
+    def _called_elsewhere(self, function: cst.FunctionDef) -> bool:
+        """Another file of the run calls the function, or constructs its class (`Trainer(config)`
+        in main.py runs `Trainer.__init__`)."""
+        config = self.ctx.config
+        names = set(config.project_called) | set(config.project_entered)
+        owner = self.analysis.facts.method_of.get(id(function))
+        return function.name.value in names or (owner is not None and owner.name.value in names)
 
     def _checked_first(self, call: cst.Call, path: str) -> bool:
         """Under `if not os.path.exists(path):` (the same path as written)."""

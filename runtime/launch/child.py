@@ -78,7 +78,12 @@ def _leave_process_group() -> None:
     if dist is None or not dist.is_available():
         return
     if dist.is_initialized():
-        dist.barrier()
+        if dist.get_backend() == "nccl":  # named, else NCCL warns it guesses the device at every exit
+            import torch
+
+            dist.barrier(device_ids=[torch.cuda.current_device()])
+        else:
+            dist.barrier()
         dist.destroy_process_group()
     time.sleep(0.05)  # also after the script's own end_training(): its barrier is just as fresh
 

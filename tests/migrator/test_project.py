@@ -867,6 +867,25 @@ def test_a_class_that_sets_itself_up_is_not_sent_the_accelerator(tmp_path) -> No
     assert not [f for f in results["main.py"].findings if f.code == "AM914"], results["main.py"].findings
 
 
+def test_directories_made_by_code_other_files_run_tolerate_each_other(tmp_path) -> None:
+    """`if not os.path.exists(d): os.makedirs(d)` in a Trainer's __init__ that main.py
+    constructs, and in a helper of a file with no training code that main.py calls: every
+    process runs them (RAM: FileExistsError on 5 of 20 two-process launches)."""
+    trainer = _SELF_BUILT.replace("import torch\n", "import os\n\nimport torch\n", 1).replace(
+        "        self.loader = loader\n",
+        "        self.loader = loader\n        if not os.path.exists('plots'):\n            os.makedirs('plots')\n",
+    )
+    dirs = "import os\n\n\ndef prepare_dirs(paths):\n    for path in paths:\n        if not os.path.exists(path):\n            os.makedirs(path)\n"
+    main = (
+        "import torch\nfrom dirs import prepare_dirs\nfrom trainer import Trainer\n\n\ndef main():\n    prepare_dirs(['ckpt', 'logs'])\n"
+        "    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randn(8, 1)))\n"
+        "    Trainer(loader).fit()\n\n\nif __name__ == '__main__':\n    main()\n"
+    )
+    results = _results([_project(tmp_path, **{"main.py": main, "trainer.py": trainer, "dirs.py": dirs})])
+    assert "os.makedirs('plots', exist_ok=True)" in (results["trainer.py"].after or ""), results["trainer.py"].findings
+    assert "os.makedirs(path, exist_ok=True)" in (results["dirs.py"].after or ""), results["dirs.py"].findings
+
+
 def test_a_download_before_a_set_up_class_of_another_file_is_reported(tmp_path) -> None:
     """main.py builds the loaders (downloading MNIST through data.py) and hands them to a
     Trainer that creates the Accelerator itself: nothing orders the download, so it is
