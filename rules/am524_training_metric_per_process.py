@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis.loop import backward_loops
-from migrator.analysis.metric_loop import EvalLoop, is_model_call, names_in
+from migrator.analysis.metric_loop import EvalLoop, is_model_call
 from migrator.analysis.metrics import sharded_loop
 from migrator.rule import Example, Rule
 
@@ -98,18 +98,23 @@ class TrainingMetricPerProcess(Rule):
                     owner = cst.Module([]).code_for_node(call.func.value)
                     if call.func.attr.value not in _FEEDS or owner.split(".")[0] in loop.bound:
                         continue
-                    if any(n.value in outputs for n in names_in(call)):
+                    if any(_is_output(a.value, outputs) for a in call.args):
                         self.report(call, call=f"{owner}.{call.func.attr.value}", owner=owner)
 
 
 def _model_outputs(loop: EvalLoop) -> set[str]:
-    """Names the loop binds to the model's outputs, and to what is computed from them."""
-    found = {name for name, (_, value, _) in loop.bound.items() if value is not None and is_model_call(value, loop.models)}
-    changed = True
-    while changed:
-        changed = False
-        for name, (_, value, _) in loop.bound.items():
-            if name not in found and value is not None and any(n.value in found for n in names_in(value)):
-                found.add(name)
-                changed = True
-    return found
+    """Names the loop binds to the model's outputs themselves (`outputs = model(x)`)."""
+    return {name for name, (_, value, _) in loop.bound.items() if value is not None and is_model_call(value, loop.models)}
+
+
+def _is_output(expr: cst.BaseExpression, outputs: set[str]) -> bool:
+    """`outputs`, `outputs.detach()`, `outputs.argmax(dim=1)`: the batch of outputs, not a
+    number computed from it (`loss.item()` into a running meter is AM522's and AM515's)."""
+    while isinstance(expr, (cst.Call, cst.Attribute)):
+        if isinstance(expr, cst.Call):
+            if not isinstance(expr.func, cst.Attribute) or expr.func.attr.value in ("item", "tolist", "sum", "mean"):
+                return False
+            expr = expr.func.value
+        else:
+            expr = expr.value
+    return isinstance(expr, cst.Name) and expr.value in outputs
