@@ -67,6 +67,11 @@ class Config:
     # calls of distribution helpers of other files: (spelling, kind, attributes, print helper) (project/dist_helpers.py)
     project_distribution: tuple[tuple[str, str, tuple[tuple[str, str], ...], str], ...] = ()
 
+    @property
+    def run_callers(self) -> frozenset[str]:
+        """This file's top-level names that other files of the run call or construct."""
+        return frozenset(self.project_called) | frozenset(self.project_entered)
+
     def for_file(self, path: str) -> Config:
         """This config with the codes `per_file_ignores` lists for `path` added to `ignore`."""
         extra = tuple(

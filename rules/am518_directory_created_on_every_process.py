@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.reach import called_by_other_files
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -117,7 +118,7 @@ class DirectoryCreatedOnEveryProcess(Rule):
         if branches.branch_of(call) is not None:
             return True
         function = branches.function_of(call)
-        if function is not None and (not branches.callers(function) and not self._called_elsewhere(function) or branches.runs_only_on_main(call)):
+        if function is not None and (not branches.callers(function) and not called_by_other_files(analysis, function, self.ctx.config.run_callers) or branches.runs_only_on_main(call)):
             return True
         current = analysis.parent(call)
         while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
@@ -125,14 +126,6 @@ class DirectoryCreatedOnEveryProcess(Rule):
                 return True
             current = analysis.parent(current)
         return False
-
-    def _called_elsewhere(self, function: cst.FunctionDef) -> bool:
-        """Another file of the run calls the function, or constructs its class (`Trainer(config)`
-        in main.py runs `Trainer.__init__`)."""
-        config = self.ctx.config
-        names = set(config.project_called) | set(config.project_entered)
-        owner = self.analysis.facts.method_of.get(id(function))
-        return function.name.value in names or (owner is not None and owner.name.value in names)
 
     def _checked_first(self, call: cst.Call, path: str) -> bool:
         """Under `if not os.path.exists(path):` (the same path as written)."""

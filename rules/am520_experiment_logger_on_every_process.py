@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis.reach import called_by_other_files
 from migrator.cst import adjacent_runs, wrap_statements
 from migrator.edits import Fix, replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -124,7 +125,10 @@ class ExperimentLoggerOnEveryProcess(Rule):
         if branches.branch_of(call) is not None:
             return True
         function = branches.function_of(call)
-        return function is not None and (not branches.callers(function) or branches.runs_only_on_main(call))
+        if function is None:
+            return False
+        unreached = not branches.callers(function) and not called_by_other_files(self.analysis, function, self.ctx.config.run_callers)
+        return unreached or branches.runs_only_on_main(call)
 
     def _binding_line(self, call: cst.Call) -> tuple[cst.SimpleStatementLine, str] | None:
         """`writer = SummaryWriter(...)` alone on its line: (the line, the name)."""

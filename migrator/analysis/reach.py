@@ -227,3 +227,12 @@ def _subclassed(facts, name: str) -> bool:
     from migrator.analysis.names import dotted_name
 
     return any(dotted_name(base.value) == name for cls in facts.classes.values() for base in cls.bases)
+
+
+def called_by_other_files(analysis: "ScriptAnalysis", function: cst.FunctionDef, names: frozenset[str]) -> bool:
+    """`function` runs although no code of its file calls it: another file of the run calls
+    it, or constructs its class (`Trainer(config)` in main.py runs `Trainer.__init__`).
+    `names`: the file's top-level names other files call (Config.project_called and
+    project_entered)."""
+    owner = analysis.facts.method_of.get(id(function))
+    return function.name.value in names or (owner is not None and owner.name.value in names)

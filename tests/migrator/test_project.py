@@ -870,11 +870,13 @@ def test_a_class_that_sets_itself_up_is_not_sent_the_accelerator(tmp_path) -> No
 def test_directories_made_by_code_other_files_run_tolerate_each_other(tmp_path) -> None:
     """`if not os.path.exists(d): os.makedirs(d)` in a Trainer's __init__ that main.py
     constructs, and in a helper of a file with no training code that main.py calls: every
-    process runs them (RAM: FileExistsError on 5 of 20 two-process launches)."""
+    process runs them (RAM: FileExistsError on 5 of 20 two-process launches); so does the
+    Trainer's `wandb.init()` (AM520)."""
     trainer = _SELF_BUILT.replace("import torch\n", "import os\n\nimport torch\n", 1).replace(
         "        self.loader = loader\n",
-        "        self.loader = loader\n        if not os.path.exists('plots'):\n            os.makedirs('plots')\n",
-    )
+        "        self.loader = loader\n        if not os.path.exists('plots'):\n            os.makedirs('plots')\n"
+        "        wandb.init(project='ram')\n",
+    ).replace("import os\n", "import os\n\nimport wandb\n", 1)
     dirs = "import os\n\n\ndef prepare_dirs(paths):\n    for path in paths:\n        if not os.path.exists(path):\n            os.makedirs(path)\n"
     main = (
         "import torch\nfrom dirs import prepare_dirs\nfrom trainer import Trainer\n\n\ndef main():\n    prepare_dirs(['ckpt', 'logs'])\n"
@@ -884,6 +886,7 @@ def test_directories_made_by_code_other_files_run_tolerate_each_other(tmp_path) 
     results = _results([_project(tmp_path, **{"main.py": main, "trainer.py": trainer, "dirs.py": dirs})])
     assert "os.makedirs('plots', exist_ok=True)" in (results["trainer.py"].after or ""), results["trainer.py"].findings
     assert "os.makedirs(path, exist_ok=True)" in (results["dirs.py"].after or ""), results["dirs.py"].findings
+    assert [f for f in results["trainer.py"].findings if f.code == "AM520"], results["trainer.py"].findings  # one run per process
 
 
 def test_a_download_before_a_set_up_class_of_another_file_is_reported(tmp_path) -> None:
