@@ -37,9 +37,13 @@ def loaders_fed_whole(
     function `called_elsewhere` (by other files of the run) unless the callers' stub calls
     it here (what those files hand it is then among the calls)."""
     prepares = list(prepare_calls)
+    by_callee: dict[str, list[CallFact]] = {}
+    for c in facts.calls:
+        if c.func is not None:
+            by_callee.setdefault(c.func, []).append(c)
     out = set()
     for name, function, params in _callables(facts):
-        calls = [c for c in facts.calls if c.func == name]
+        calls = by_callee.get(name, [])
         if not calls or name in called_elsewhere and not any(_in_stub(c) for c in calls):
             continue
         for param in params:
