@@ -15,8 +15,11 @@ class StateHelperOfAnotherFile(Rule):
     that saves or loads the state of a model it is given (`utils.load_checkpoint(path,
     model, optimizer)`, whose body calls `model.load_state_dict(...)`), where the
     argument is the prepared model, and the function itself is not migrated with the
-    Accelerator (another caller cannot pass one). The argument becomes
-    `accelerator.unwrap_model(model)`. The same for a method of one of the run's classes
+    Accelerator (another caller cannot pass one), or is but another of its calls hands it
+    the plain model (`load_checkpoint(model, ...)` above prepare() to resume, and again
+    into the prepared model a training function returns): the function then gets the
+    plain model at every call, and the Accelerator (`map_location=accelerator.device`).
+    The argument becomes `accelerator.unwrap_model(model)`. The same for a method of one of the run's classes
     called through its instance (`es = utils.EarlyStopping(...)`, then `es(score, model)`
     whose `__call__` hands the model to a method that saves its state_dict), when the run
     cannot give the class the Accelerator (it does when it can: the callers' stub makes

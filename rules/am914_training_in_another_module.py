@@ -41,6 +41,12 @@ _LEFT_WHOLE = (
     "that would not be whole)"
 )
 _READS_WHOLE = "; it reads {loaders} unprepared (left out of prepare()), so it sees all the data on every process"
+# A threaded evaluation whose callers keep its loaders whole (migrator/project/decide.py).
+_KEPT_WHOLE = (
+    "it gets the Accelerator, but reads {loaders} unprepared (kept whole at every call: its callers "
+    "do not prepare all of its loaders), so every process evaluates all the data: the same figures "
+    "on every process, N times the work; prepare the loader at every call to share it"
+)
 _SHARE = (
     "; it reads {loaders} prepared, so only this process's share of it, and what it computes "
     "from it stands for the whole data: gather it there by hand, or keep this loader out of prepare()"
@@ -91,7 +97,10 @@ class TrainingInAnotherModule(Rule):
     A function of the run that cannot take the parameter (a caller outside the run,
     in a file of the checkout the run leaves alone) keeps this finding, saying so; a loader
     that only such functions read is left out of prepare(), so they compute on all of the
-    data on every process (the same numbers as on one) rather than on a share.
+    data on every process (the same numbers as on one) rather than on a share. An
+    evaluation whose callers would hand it a prepared loader at one call and one never
+    prepared at another (`Test(model, val_loader)` beside `Test(model, test_loader)`) gets
+    the Accelerator with its loaders kept whole at every call, and this finding says so.
 
     ## Known limits
     A module counts as the project's own when its import root is not a known library;
@@ -164,12 +173,19 @@ class TrainingInAnotherModule(Rule):
         from it as if it were everything), and once per function otherwise."""
         analysis = self.analysis
         told: set[str] = set()
+        threaded = set(self.ctx.config.project_calls)  # an evaluation threaded with its loaders kept whole
         for c in analysis.facts.calls:
             if c.func not in unthreaded:
                 continue
             module = (c.qualified or "").rpartition(".")[0] or c.func.rpartition(".")[0] or "another file"
             what = _given(analysis, c.node)
             if not what:
+                continue
+            if c.func in threaded:
+                loaders = _loaders(analysis, c.node, prepared=False)
+                if loaders and c.func not in told:
+                    told.add(c.func)
+                    self.report(c.node, call=c.func, module=module, what=what, advice=_KEPT_WHOLE.format(loaders=", ".join(loaders)))
                 continue
             shared = [] if unthreaded[c.func] else _loaders(analysis, c.node, prepared=True)
             if c.func in told and not shared:

@@ -1,7 +1,8 @@
 """Walk fixtures/*/input/ (a folder: a project of several files migrated in one run,
 migrator/project/): snapshot every file's migration under expected/ and the findings,
 and hold the invariants: everything compiles, the stub of the callers never shows, and a
-second run over what --write leaves changes nothing and finds nothing fixable."""
+second run over what --write leaves changes nothing and finds nothing fixable, nor does
+each of its files run alone (what the pre-commit hook sees of a changed file)."""
 
 from __future__ import annotations
 
@@ -56,3 +57,12 @@ def test_project_fixture(case: Path, snapshot, tmp_path) -> None:
     for rel, result in again.items():
         assert result.after == result.before, f"{rel}: a second run changed it"
         assert not [f for f in result.findings if f.fixable], f"{rel}: fixable findings after --write"
+        lines = result.before.splitlines()
+        told = [f.start.line for f in result.findings if f.code == "AM914" and "accelerator=" in lines[f.start.line - 1]]
+        assert not told, f"{rel}: AM914 on calls that pass the Accelerator already, lines {told}"
+    for rel in again:
+        alone = migrate_paths([str(copy / rel)], config)
+        for result in alone:
+            assert result.after == result.before, f"{rel} alone: a run of the migrated file changed it"
+            refusals = [f.code for f in result.findings if f.code.startswith("AM95")]
+            assert not refusals, f"{rel} alone: {refusals} on the migrated file"

@@ -35,6 +35,7 @@ from migrator.analysis.whole_loaders import loaders_fed_whole
 from migrator.analysis.positions import positions as module_positions
 from migrator.analysis.plan import LenUse, PreparePlan, len_uses, make_plan
 from migrator.analysis.reach import accelerator_at, accelerator_home
+from migrator.analysis.unreached import receives_accelerator
 from migrator.analysis.roles import Role, RoleTable, assign_roles, module_classes, peel_moves, role_of_value
 
 ACCELERATOR_NAME = "accelerator"
@@ -256,6 +257,8 @@ def analyze(
     acc_names = _accelerator_names(facts)
     prepare_calls = _prepare_calls(facts, acc_names, parent)
     block, wrapped_here = _training_block(facts, roles, parent)
+    if block is not None and isinstance(block.scope, cst.FunctionDef) and receives_accelerator(facts, block.scope):
+        block = None  # migrated already: its caller creates the Accelerator and prepares
     if block is None and updated:
         block = hand_update_block(facts, updated, parent)
     first_use = _first_training_use(facts, block, loops_with_backward, parent) if block else None

@@ -56,7 +56,7 @@ def unreached_functions(analysis: "ScriptAnalysis") -> tuple[UnreachedFunction, 
     out = []
     for function in analysis.nodes("FunctionDef"):
         assert isinstance(function, cst.FunctionDef)
-        if _receives_accelerator(function):
+        if receives_accelerator(analysis.facts, function):
             continue  # migrated with its callers in a run of several files: it has one
         inputs = _set_up_inputs(analysis, function)
         if not inputs:
@@ -68,9 +68,13 @@ def unreached_functions(analysis: "ScriptAnalysis") -> tuple[UnreachedFunction, 
     return tuple(out)
 
 
-def _receives_accelerator(function: cst.FunctionDef) -> bool:
-    params = function.params
-    return any(p.name.value == ACCELERATOR_PARAM for p in (*params.params, *params.kwonly_params))
+def receives_accelerator(facts, function: cst.FunctionDef) -> bool:
+    """`function`, or for a method any method of its class, takes the Accelerator as a
+    parameter (`def __init__(self, model, optimizer, *, accelerator)`): a run of several
+    files threaded it, and its caller creates the Accelerator and prepares."""
+    owner = facts.method_of.get(id(function))
+    functions = [m for m in owner.body.body if isinstance(m, cst.FunctionDef)] if owner is not None else [function]
+    return any(p.name.value == ACCELERATOR_PARAM for f in functions for p in (*f.params.params, *f.params.kwonly_params))
 
 
 def in_unreached_function(analysis: "ScriptAnalysis", node: cst.CSTNode, functions: set[int] | None = None) -> bool:

@@ -10,7 +10,7 @@ from typing import Callable
 from migrator.findings import FileResult, FileStatus
 from migrator.project.calls import check_caller
 from migrator.project.index import ACCELERATOR, FileIndex, candidates, init_of
-from migrator.project.stub import caller_stub
+from migrator.project.stub import caller_stub, parameter_kinds
 
 _ROUNDS = 6
 
@@ -54,6 +54,8 @@ def decide(
     Returns the outcome and the results of the files that had a context."""
     threaded = candidates(files, outside)
     plain: set[tuple[str, str]] = set()  # threaded, but their migration needs no Accelerator
+    unwrapped: set[tuple[str, str]] = set()  # threaded state helpers handed the unwrapped model at every call
+    whole: set[tuple[str, str]] = set()  # threaded evaluations whose callers keep their loaders whole
     for _ in range(_ROUNDS):
         if not threaded:
             return Outcome(frozenset(), {}, {}), {}
@@ -65,14 +67,14 @@ def decide(
         plain_calls = _calls_by_file(files, plain)
         stepped: dict[str, tuple[str, ...]] = {}
         loaders = {path: _loader_calls(files, files[path]) for path in calls}
-        states = {path: _state_calls(files, files[path], threaded) for path in calls}
+        states = {path: _state_calls(files, files[path], threaded, unwrapped) for path in calls}
         prepared: dict[tuple[str, str], list[dict[str, str]]] = {}
         for path in sorted(set(calls) | set(plain_calls)):
             spellings = calls.get(path, ())
             loaders.setdefault(path, _loader_calls(files, files[path]))
-            states.setdefault(path, _state_calls(files, files[path], threaded))
+            states.setdefault(path, _state_calls(files, files[path], threaded, unwrapped))
             stepped[path] = _stepped_by(files, files[path], threaded)
-            unthreaded[path] = _unthreaded_calls(files, files[path], threaded)
+            unthreaded[path] = _unthreaded_calls(files, files[path], threaded, whole)
             result = migrate(
                 path, spellings, "", stepped[path], loaders[path], states[path], plain_calls.get(path, ()), unthreaded[path],
             )
@@ -84,10 +86,16 @@ def decide(
         stubs = {}
         covered: dict[str, frozenset[str]] = {}
         needless: set[tuple[str, str]] = set()
+        again = False
         for engine in sorted({t[0] for t in threaded}):
             mine = sorted(t for t in threaded if t[0] == engine)
             stub, left_out = caller_stub(files, mine, prepared, target_import(engine))
-            dropped |= left_out
+            rescued = {t for t in left_out - unwrapped if _agrees_unwrapped(files, t, prepared.get(t, []))}
+            kept = {t for t in left_out - whole - rescued if _agrees_whole(files, t, prepared.get(t, []))}
+            unwrapped |= rescued
+            whole |= kept
+            again |= bool(rescued | kept)  # its callers are migrated again, unwrapping the model or keeping the loaders whole
+            dropped |= left_out - rescued - kept
             if stub is None or left_out:
                 continue  # the callers are migrated again without what was left out
             stubs[engine] = stub
@@ -101,6 +109,8 @@ def decide(
             results[engine] = result
             dropped |= bad
         threaded -= dropped
+        if again:
+            continue
         if needless - dropped:
             plain |= needless - dropped  # its callers no longer pass the Accelerator: again
             continue
@@ -109,16 +119,21 @@ def decide(
     return Outcome(frozenset(), {}, {}), {}
 
 
-def _unthreaded_calls(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[tuple[str, bool], ...]:
+def _unthreaded_calls(files: dict[str, FileIndex], f: FileIndex, threaded, whole=frozenset()) -> tuple[tuple[str, bool], ...]:
     """This file's calls of functions of the run that train, read batches or run a model
-    and are not given the Accelerator, and whether each trains (calls backward or step): a
-    loader only evaluations read is better left whole."""
+    and are not given the Accelerator (nor were by an earlier run), and whether each trains
+    (calls backward or step): a loader only evaluations read is better left whole. With
+    them the evaluations of `whole`, threaded with their loaders kept whole."""
     out = set()
     for call in f.calls:
         owner = files.get(call.target[0])
         function = owner.functions.get(call.target[1]) if owner else None
         roles = {role for _, role in function.param_roles} if function is not None else set()
-        if function is not None and call.target not in threaded and (function.updates or roles & {"dataloader", "model"}):
+        if function is None or call.target in threaded and call.target not in whole:
+            continue
+        if any(k == ACCELERATOR for k, _ in call.keywords):
+            continue  # threaded by an earlier run
+        if function.updates or roles & {"dataloader", "model"}:
             out.add((call.spelling, function.updates))
     return tuple(sorted(out))
 
@@ -154,19 +169,20 @@ def state_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[
     return {path: calls for path, calls in out.items() if calls}
 
 
-def _state_calls(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[tuple[str, tuple[int, ...], tuple[str, ...], bool], ...]:
-    """This file's calls of functions of the run, not threaded, that save or load the
-    state of a model they are given, and of the methods of the run's classes that do
-    (`es(score, model)`): (spelling, positions, names of those parameters, whether it
-    writes a file)."""
+def _state_calls(files: dict[str, FileIndex], f: FileIndex, threaded, unwrapped=frozenset()) -> tuple[tuple[str, tuple[int, ...], tuple[str, ...], bool], ...]:
+    """This file's calls of functions of the run that save or load the state of a model
+    they are given, not threaded or threaded with the model unwrapped at their calls
+    (`unwrapped`: their migration writes the file once), and of the methods of the run's
+    classes that do (`es(score, model)`): (spelling, positions, names of those parameters,
+    whether it writes a file on every process)."""
     out = set()
     for call in f.calls:
         owner = files.get(call.target[0])
         function = owner.functions.get(call.target[1]) if owner else None
-        if function is None or not function.state_params or call.target in threaded:
+        if function is None or not function.state_params or call.target in threaded and call.target not in unwrapped:
             continue
         positions = tuple(i for i, p in enumerate(function.params) if p in function.state_params)
-        out.add((call.spelling, positions, function.state_params, function.state_writes))
+        out.add((call.spelling, positions, function.state_params, function.state_writes and call.target not in threaded))
     for name, (path, cls) in f.instances.items():  # `es = utils.EarlyStopping(...)` ... `es(score, model)`
         if (path, cls) in threaded:
             continue  # the class gets the Accelerator: its migration unwraps and saves once
@@ -175,6 +191,38 @@ def _state_calls(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[t
         for method, positions, params, writes in made.method_states if made is not None and made.is_class else ():
             out.add((name if method == "__call__" else f"{name}.{method}", positions, params, writes))
     return tuple(sorted(out))
+
+
+def _agrees_unwrapped(files: dict[str, FileIndex], target: tuple[str, str], calls: list[dict[object, str]]) -> bool:
+    """The callers of a state helper disagree only on its model: the plain model at one call
+    (`load_checkpoint(model, ...)` before prepare()), the prepared one at another (after it).
+    Handed `accelerator.unwrap_model(model)` at the second, it gets the plain model at every
+    call and can be given the Accelerator (`map_location=accelerator.device`)."""
+    function = files[target[0]].functions.get(target[1])
+    if function is None or function.is_class or not function.state_params:
+        return False
+    states = set(function.state_params)
+
+    def plain(key: object) -> object:
+        return function.params[key] if isinstance(key, int) and key < len(function.params) else key
+
+    seen = [{k: "other" if plain(k) in states and v == "prepared:model" else v for k, v in call.items()} for call in calls]
+    handed = any(plain(k) in states and v == "prepared:model" for call in calls for k, v in call.items())
+    return handed and parameter_kinds(function.params, seen) is not None
+
+
+def _agrees_whole(files: dict[str, FileIndex], target: tuple[str, str], calls: list[dict[object, str]]) -> bool:
+    """The callers of an evaluation disagree only on its loaders: one prepared, because the
+    evaluation was to get the Accelerator (`val_loader` prepared with the training objects),
+    another handed over whole (`test_loader` never prepared). With its loaders kept whole
+    at every call it evaluates on all the data on every process, as when left alone, and
+    still gets the Accelerator (its prints on the main process)."""
+    function = files[target[0]].functions.get(target[1])
+    if function is None or function.updates:
+        return False
+    seen = [{k: "whole:dataloader" if v == "prepared:dataloader" else v for k, v in call.items()} for call in calls]
+    handed = any(v == "whole:dataloader" for call in calls for v in call.values())
+    return handed and parameter_kinds(function.params, seen) is not None
 
 
 def _calls_by_file(files: dict[str, FileIndex], threaded: set[tuple[str, str]]) -> dict[str, tuple[str, ...]]:

@@ -33,7 +33,7 @@ def caller_stub(files, mine, prepared, target_import: str) -> tuple[str | None, 
     kinds: dict[str, str] = {}
     lines = []
     left_out = set()
-    mapped_all = {t: _parameter_kinds(engine.functions[t[1]].params, prepared.get(t, [])) for t in mine}
+    mapped_all = {t: parameter_kinds(engine.functions[t[1]].params, prepared.get(t, [])) for t in mine}
     # the function handed the most prepared objects first (the training one): its names win
     order = sorted(mine, key=lambda t: (-sum(k.startswith("prepared:") for k in (mapped_all[t] or {}).values()), t))
     for target in order:
@@ -87,7 +87,7 @@ def _method_calls(cls: Function, target, prepared, kinds: dict[str, str]) -> lis
     out = []
     for method, params in cls.methods:
         calls = prepared.get((target[0], f"{target[1]}.{method}"), [])
-        mapped = _parameter_kinds(params, calls) if calls else None
+        mapped = parameter_kinds(params, calls) if calls else None
         if not mapped or not any(k.startswith("prepared:") for k in mapped.values()):
             continue
         states = next((names for m, _, names, _ in cls.method_states if m == method), ())
@@ -122,7 +122,7 @@ def _clashes(mapped: dict[str, str], kinds: dict[str, str]) -> bool:
     return any(kinds.get(p, k) != k for p, k in mapped.items()) or bool({ACCELERATOR, "torch", "Accelerator", STUB} & set(mapped))
 
 
-def _parameter_kinds(params: tuple[str, ...], calls: list[dict[object, str]]) -> dict[str, str] | None:
+def parameter_kinds(params: tuple[str, ...], calls: list[dict[object, str]]) -> dict[str, str] | None:
     """Parameter → what every call passes it; None when calls disagree or overflow."""
     kinds: dict[str, str] = {}
     for call in calls:

@@ -239,6 +239,21 @@ def test_second_run_changes_nothing(tmp_path, name) -> None:
     assert not again[name].findings  # the engine has its Accelerator; the set-up passes it
 
 
+def test_calls_threaded_by_an_earlier_run_are_not_told_they_lack_the_accelerator(tmp_path) -> None:
+    """A migrated project grows a new engine function: the run threads it, and the calls
+    an earlier run gave `accelerator=` are not reported as left without one."""
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE})
+    list(migrate_paths([root], Config(), write=True))
+    engine, train = tmp_path / "engine.py", tmp_path / "train.py"
+    engine.write_text(engine.read_text() + "\n\ndef count(loader, model):\n    for x, _ in loader:\n        print(model(x).sum().item())\n")
+    train.write_text(train.read_text().replace("print(epoch, len(outputs))", "print(epoch, len(outputs), engine.count(valid_loader, model))"))
+    again = _results([root])
+    lines = again["train.py"].after.splitlines()
+    told = [f.message for f in again["train.py"].findings if f.code == "AM914" and "accelerator=" in lines[f.start.line - 1]]
+    assert told == [next(f.message for f in again["train.py"].findings if "engine.count" in f.message)]
+    assert "the Accelerator is passed in" in told[0]  # the new function is threaded
+
+
 def test_a_scheduler_the_engine_steps_per_batch_is_prepared(tmp_path) -> None:
     """Alone, the set-up cannot see how the scheduler steps (AM206 leaves it out); in the
     run, the engine steps it in its batch loop, so the set-up prepares it."""
