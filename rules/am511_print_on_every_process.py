@@ -16,7 +16,9 @@ class PrintOnEveryProcess(Rule):
     Rewrites `print(...)` to `accelerator.print(...)` in the code that trains and
     evaluates: in the scope that creates the Accelerator, from its creation on, and anywhere in
     functions (and methods of an Accelerator-owning class) that train, evaluate, or loop
-    over a dataloader. A `print` that only the main process runs (under
+    over a dataloader. With an Accelerator created at module level (in `__main__`), also
+    in this file's functions that only such code calls, after the Accelerator exists
+    (`load_dataset()` and `test(model, loader)` called from `__main__`). A `print` that only the main process runs (under
     `if accelerator.is_main_process:` or a rank test) stays, and so does one that names
     the process it runs on (`print(f"rank {rank} ready")`). A script that silences print
     off the main process itself (`setup_for_distributed`, deit's and BLIP's helpers) is left
@@ -39,9 +41,10 @@ class PrintOnEveryProcess(Rule):
     ```
 
     ## Known limits
-    Prints in helpers outside training (argument parsing, data download) stay: they run
-    before or apart from the processes' work. Prints that cannot reach the Accelerator
-    are left as they are.
+    Prints in helpers outside training that a function's Accelerator would have to be
+    threaded into (argument parsing in `main()`), that run before the Accelerator exists,
+    that other files call, or that are handed over as values (`atexit.register(f)`) stay.
+    Prints that cannot reach the Accelerator are left as they are.
     """
 
     code = "AM511"
@@ -101,6 +104,7 @@ class PrintOnEveryProcess(Rule):
         if analysis.plan is not None and isinstance(analysis.plan.block.scope, cst.FunctionDef):
             out.add(id(analysis.plan.block.scope))
         out |= {id(s) for p in analysis.prepare_calls if isinstance(s := analysis.scope_of(p.call), cst.FunctionDef)}
+        out |= self._called_only_from(out)
         name = analysis.accelerator
         if name.startswith("self."):
             for functions in facts.functions.values():
@@ -108,6 +112,44 @@ class PrintOnEveryProcess(Rule):
                     if id(f) in facts.method_of and analysis.accelerator_at(f.body) is not None:
                         out.add(id(f))
         return out
+
+
+    def _called_only_from(self, working: set[int]) -> set[int]:
+        """ids of this file's top-level functions every process runs because the working
+        code calls them, where a module-level Accelerator reaches them (`load_dataset(...)` in the `__main__` that creates the Accelerator,
+        `test(model, loader)` after training): called only there, after the Accelerator
+        exists, never named otherwise (a worker handed to spawn) nor called by other files."""
+        analysis = self.analysis
+        facts = analysis.facts
+        home = accelerator_home(analysis)
+        if home is None or not isinstance(home.scope, cst.Module):
+            return set()  # a function's Accelerator would be threaded into them for a print
+        elsewhere = self.ctx.config.run_callers
+        out: set[int] = set()
+        grown = True
+        while grown:
+            grown = False
+            for name, functions in facts.functions.items():
+                if len(functions) != 1 or id(functions[0]) in working | out or name in elsewhere:
+                    continue
+                function = functions[0]
+                if id(function) in facts.method_of or facts.scope_of_function.get(id(function)) is not analysis.module:
+                    continue
+                calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == name]
+                loads = [l for l in facts.loads if l.name == name]
+                if not calls or len(loads) != len(calls):
+                    continue  # never called here, or named as a value too
+                if all(_runs_there(analysis, c, working | out, home) for c in calls):
+                    out.add(id(function))
+                    grown = True
+        return out
+
+
+def _runs_there(analysis, call, working: set[int], home) -> bool:
+    """`call` sits in a working function, or in the Accelerator's own scope after it exists."""
+    if id(call.scope) in working:
+        return True
+    return call.scope is home.scope and analysis.accelerator_at(call.node) is not None
 
 
 def _prints_silenced(analysis) -> bool:
