@@ -148,7 +148,8 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     (args)`, `utils.get_rank()`: project/dist_helpers.py: `project_distribution`), and the
     roles of what it hands to another file's functions (project/param_roles.py:
     `project_roles`), and its calls of another file's functions that download a data set
-    (project/downloads.py: `project_downloads`). A file
+    (project/downloads.py: `project_downloads`), and its calls of another file's functions
+    that only write a file (project/writers.py: `project_writers`). A file
     that learns one is migrated knowing it: its settings, and so its cache key and task,
     are made again."""
     readable = [i for i in items if i.source is not None and not notebook.is_notebook(i.path)]
@@ -156,7 +157,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_unused": (b"transformers",), "project_distribution": (b"init_process_group", b"FileHandler", b"basicConfig"),
         "project_roles": (b"import",), "project_downloads": (b"download",), "project_meters": (b".update(",),
         "project_entered": (b"import",), "project_states": (b"state_dict",),
-        "project_enters": (b"import",), "project_called": (b"import",),
+        "project_enters": (b"import",), "project_called": (b"import",), "project_writers": (b"open(",),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:
@@ -173,7 +174,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_roles": project.role_calls, "project_downloads": project.download_calls,
         "project_meters": project.meter_calls, "project_entered": project.entered_calls,
         "project_states": project.state_calls, "project_enters": project.entering_calls,
-        "project_called": project.called_elsewhere,
+        "project_called": project.called_elsewhere, "project_writers": project.writer_calls,
     }
     found = {f: readers[f](sources, files) for f in wanted}
     for item in readable:

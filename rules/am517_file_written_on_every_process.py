@@ -43,7 +43,12 @@ class FileWrittenOnEveryProcess(Rule):
     DistributedDataParallel collective. When the script reads the files afterwards (an
     unpacked archive, the same path passed to a later call), `accelerator.wait_for_everyone()`
     follows, so no process reads them before they are written. (`torch.save` is
-    AM510's; a model's `save_pretrained` AM502's.)
+    AM510's; a model's `save_pretrained` AM502's.) In a run of several files, the same for
+    a call of another file's helper that does nothing but write a file
+    (`utils.save_dict_to_json(metrics, path)`: it opens a file for writing, and otherwise
+    only formats and prints, returns nothing and sets nothing outside it;
+    migrator/project/writers.py); a file that starts a class of the run that creates the
+    Accelerator itself hears of such calls, left as written.
 
     ## Why is this bad?
     Under `accel-launch` every process runs the script, so N processes truncate and
@@ -86,7 +91,7 @@ class FileWrittenOnEveryProcess(Rule):
 
     code = "AM517"
     name = "file-written-on-every-process"
-    message = "`{call}` writes `{path}` on every process: N processes write the same file at once{note}"
+    message = "`{call}` writes {path} on every process: N processes write the same file at once{note}"
     fix_title = "Write it on the main process only (`if accelerator.is_main_process:`)"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -107,19 +112,23 @@ class FileWrittenOnEveryProcess(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
-        if not analysis.migrating:
+        helpers = dict(self.ctx.config.project_writers)
+        # a file that starts a class or function of the run that creates the Accelerator
+        # itself runs on every process too: its helpers' writes are reported there
+        entered = bool(self.ctx.config.project_enters) and not analysis.accelerator_names
+        if not analysis.migrating and not (entered and helpers):
             return
         gated: list[tuple[cst.Call, cst.BaseStatement, dict]] = []
         self._model_arguments: set[int] = set()
         for fact in analysis.facts.calls:
-            found = self._write(fact)
+            found = self._helper_write(fact, helpers) if not analysis.migrating else self._write(fact) or self._helper_write(fact, helpers)
             if found is None:
                 continue
             call, path, statement, shown = found
             if per_process_path(analysis, path) or self._main_only(call):
                 continue
             why, wait = self._why_not(call, path, statement)
-            fields = {"call": shown, "path": _short(path)}
+            fields = {"call": shown, "path": _short(path) if path is not call else "a file"}
             if why is not None:
                 self.report(call, note=f" (left as written: {why})", **fields)
             else:
@@ -162,6 +171,16 @@ class FileWrittenOnEveryProcess(Rule):
                 return call, path, None, "open()"
             return call, path, with_ if len(with_.items) == 1 else None, "open()"
         return None
+
+    def _helper_write(self, fact, helpers: dict[str, int]):
+        """A call of another file's helper that only writes a file (project/writers.py):
+        the path is the argument it opens, or the call itself when the helper builds it."""
+        spelling = dotted_name(fact.node.func)
+        if spelling not in helpers:
+            return None
+        position = helpers[spelling]
+        path = _argument(fact.node, position, "") if position >= 0 else None
+        return fact.node, path if path is not None else fact.node, self._own_line(fact.node), f"{spelling}()"
 
     def _own_line(self, call: cst.Call) -> cst.SimpleStatementLine | None:
         """The statement line that is nothing but `call`."""
@@ -346,7 +365,7 @@ def _writes(mode: cst.BaseExpression | None) -> bool:
 
 def _short(path: cst.BaseExpression) -> str:
     text = cst.Module([]).code_for_node(path).strip()
-    return text if len(text) <= 50 else "the file"
+    return f"`{text}`" if len(text) <= 50 else "the file"
 
 
 def _walk(node: cst.CSTNode):

@@ -47,8 +47,9 @@ from migrator.project.param_roles import role_calls
 from migrator.project.stub import SEPARATOR, STUB, with_stub, without_stub
 from migrator.project.unused import unused_models
 from migrator.project.whole import evaluations_left_whole, without_share_findings
+from migrator.project.writers import writer_calls
 
 __all__ = [
     "Call", "FileIndex", "Function", "Outcome", "SEPARATOR", "STUB",
-    "called_elsewhere", "candidates", "decide", "distribution_calls", "download_calls", "entered_calls", "entering_calls", "evaluations_left_whole", "index", "linked", "meter_calls", "role_calls", "state_calls", "unused_models", "with_stub", "with_unthreaded", "without_share_findings", "without_stub",
+    "called_elsewhere", "candidates", "decide", "distribution_calls", "download_calls", "entered_calls", "entering_calls", "evaluations_left_whole", "index", "linked", "meter_calls", "role_calls", "state_calls", "unused_models", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls",
 ]

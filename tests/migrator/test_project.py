@@ -254,6 +254,62 @@ def test_calls_threaded_by_an_earlier_run_are_not_told_they_lack_the_accelerator
     assert "the Accelerator is passed in" in told[0]  # the new function is threaded
 
 
+HELPERS = textwrap.dedent('''\
+    import json
+    import os
+
+
+    def save_metrics(metrics, json_path):
+        with open(json_path, "w") as f:
+            json.dump({k: float(v) for k, v in metrics.items()}, f, indent=4)
+
+
+    def save_config(config):
+        path = os.path.join(config["out"], "params.json")
+        print("[*] params at {}".format(path))
+        with open(path, "w") as f:
+            json.dump(config, f)
+
+
+    def save_and_count(metrics, json_path):
+        with open(json_path, "w") as f:
+            json.dump(metrics, f)
+        return len(metrics)
+
+
+    def save_in_new_folder(metrics, folder):
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, "m.json"), "w") as f:
+            json.dump(metrics, f)
+''')
+
+
+def test_a_helper_of_another_file_that_only_writes_a_file_is_called_on_the_main_process(tmp_path) -> None:
+    train = TRAIN.replace("import engine\n", "import engine\nimport helpers\n").replace(
+        "        print(epoch, len(outputs))\n",
+        "        print(epoch, len(outputs))\n"
+        "        helpers.save_metrics({\"n\": len(outputs)}, \"last.json\")\n"
+        "        helpers.save_config({\"out\": \".\"})\n"
+        "        n = helpers.save_and_count({\"n\": 1}, \"count.json\")\n"
+        "        helpers.save_in_new_folder({\"n\": n}, \"out\")\n",
+    )
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "helpers.py": HELPERS})
+    results = _results([root])
+    after = results["train.py"].after
+    assert (
+        "        if accelerator.is_main_process:\n"
+        "            helpers.save_metrics({\"n\": len(outputs)}, \"last.json\")\n"
+        "            helpers.save_config({\"out\": \".\"})\n"
+    ) in after
+    # a value the others read, or a folder they may write into next: every process calls it
+    assert "        n = helpers.save_and_count(" in after
+    assert "        helpers.save_in_new_folder(" in after and "is_main_process:\n            helpers.save_in_new_folder" not in after
+    told = [f.message for f in results["train.py"].findings if f.code == "AM517"]
+    assert "`helpers.save_metrics()` writes `\"last.json\"` on every process" in told[0]
+    assert "`helpers.save_config()` writes a file on every process" in told[1]
+    assert results["helpers.py"].after == HELPERS
+
+
 def test_a_scheduler_the_engine_steps_per_batch_is_prepared(tmp_path) -> None:
     """Alone, the set-up cannot see how the scheduler steps (AM206 leaves it out); in the
     run, the engine steps it in its batch loop, so the set-up prepares it."""

@@ -1,0 +1,96 @@
+"""Helpers of another file of the run that do nothing but write a file
+(`utils.save_config(config)`, `utils.save_dict_to_json(metrics, path)`). Called by every
+process, N processes truncate and write one file at once; the caller can put such a call
+on the main process (AM517), since nothing it does is needed by the others."""
+
+from __future__ import annotations
+
+import ast
+
+from migrator.project.index import FileIndex
+
+# calls a helper may make and still do nothing but format and write its file
+_PLAIN = {
+    "print", "open", "len", "str", "int", "float", "bool", "round", "repr", "dict", "list", "tuple",
+    "sorted", "enumerate", "zip", "range", "isinstance", "vars", "format",
+    "json.dump", "json.dumps", "yaml.dump", "yaml.safe_dump", "pickle.dump",
+    "os.path.join", "os.path.exists", "os.path.isfile", "os.path.basename", "os.path.dirname", "os.path.abspath",
+}
+# methods of files and strings (`f.write(...)`, `"{}".format(...)`, `d.items()`)
+_METHODS = {"write", "writelines", "flush", "format", "items", "keys", "values", "join", "replace", "lower", "upper", "strip", "get"}
+
+
+def writer_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[tuple[str, int], ...]]:
+    """For each file of the run: its calls of other files' functions that only write a
+    file, as (spelling, position of the path parameter the helper opens, or -1)."""
+    writers: dict[tuple[str, str], int] = {}
+    for path, f in files.items():
+        try:
+            tree = ast.parse(sources[path])
+        except (SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name in f.functions and not f.functions[node.name].is_class:
+                position = only_writes(node)
+                if position is not None:
+                    writers[(path, node.name)] = position
+    out: dict[str, set[tuple[str, int]]] = {}
+    for path, f in files.items():
+        for call in f.calls:
+            if call.target[0] != path and call.target in writers and not call.has_star:
+                out.setdefault(path, set()).add((call.spelling, writers[call.target]))
+    return {path: tuple(sorted(calls)) for path, calls in out.items()}
+
+
+def only_writes(function: ast.FunctionDef) -> int | None:
+    """When `function` opens a file for writing and otherwise only formats, prints and
+    writes (no value returned, nothing set outside it, no other call): the position of
+    the parameter it opens (-1 when the path is built inside); None otherwise."""
+    params = [a.arg for a in function.args.args]
+    opened: list[ast.expr] = []
+    for node in ast.walk(function):
+        if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal, ast.Await, ast.Lambda)):
+            return None
+        if isinstance(node, ast.Return) and node.value is not None:
+            return None
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not function:
+            return None
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if not all(isinstance(n, ast.Name) for t in targets for n in _elements(t)):
+                return None  # sets an attribute or an item: something the caller may read
+        if isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            if name in _PLAIN:
+                if name == "open" and _writes(node):
+                    opened.append(node.args[0] if node.args else ast.Constant(None))
+                continue
+            if isinstance(node.func, ast.Attribute) and node.func.attr in _METHODS:
+                continue
+            return None
+    if not opened:
+        return None
+    first = opened[0]
+    return params.index(first.id) if isinstance(first, ast.Name) and first.id in params else -1
+
+
+def _elements(target: ast.expr):
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _elements(element)
+    else:
+        yield target
+
+
+def _writes(call: ast.Call) -> bool:
+    mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
+    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and any(c in mode.value for c in "wax+")
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else None
+    return None
