@@ -1,4 +1,4 @@
-"""AM518: a directory created by every process, where all but the first one fail."""
+"""AM518: a directory created by every process, where a process that loses the race fails."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class DirectoryCreatedOnEveryProcess(Rule):
 
     ## Why is this bad?
     Under `accel-launch` every process runs the script. All of them can find the
-    directory missing, and then all but the first to create it fail with
+    directory missing, and then any that tries to create it after another did fails with
     `FileExistsError`: a crash that depends on timing, mostly on the first run.
     `exist_ok=True` lets every process go on; where the `if` already ruled out an
     existing directory, it changes nothing on one process.
@@ -56,7 +56,7 @@ class DirectoryCreatedOnEveryProcess(Rule):
 
     code = "AM518"
     name = "directory-created-on-every-process"
-    message = "`{call}` runs on every process: all but the first to create `{path}` fail with FileExistsError{note}"
+    message = "`{call}` runs on every process: one that finds `{path}` missing and creates it after another did fails with FileExistsError{note}"
     fix_title = "Pass `exist_ok=True`"
     fix = FixAvailability.SOMETIMES
     examples = (
