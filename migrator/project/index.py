@@ -633,8 +633,17 @@ def _unfollowed(files: dict[str, FileIndex], target: tuple[str, str]) -> bool:
 
 
 def _named_outside(outside: dict[str, str], target: tuple[str, str]) -> bool:
+    """A file beside the run names the function and imports its module (or loads modules
+    by name): it may call it, and would not be updated. A file that only mentions the
+    name (`Test` in a docstring of `data/camvid.py`) does not hold the function back."""
     stem = os.path.splitext(os.path.basename(target[0]))[0]
     if stem == "__init__":
         stem = os.path.basename(os.path.dirname(target[0]))
     pattern = re.compile(rf"\b{re.escape(target[1])}\b")
-    return any(stem in text and pattern.search(text) for text in outside.values())
+    module = re.escape(stem)
+    imports = re.compile(
+        rf"(\bimport\s+[^#\n]*\b{module}\b|from\s+[\w.]*\b{module}\s+import\b|from\s+[\w.]+\s+import\s+[^#\n]*\b{module}\b)"
+        r"|import_module|__import__|\bimportlib\b|\bexec\(",
+        re.M,
+    )
+    return any(pattern.search(text) and imports.search(text) for text in outside.values())

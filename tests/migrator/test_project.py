@@ -347,6 +347,15 @@ def test_a_caller_beside_the_run_that_the_run_leaves_out_keeps_the_function(tmp_
     assert "def evaluate(loader, model, device, *, accelerator):" not in with_report["engine.py"].after  # report.run has no Accelerator
 
 
+def test_a_file_beside_the_run_that_only_mentions_the_function_does_not_hold_it_back(tmp_path) -> None:
+    """`data.py` beside the run says "evaluate" in a docstring but never imports `engine`:
+    it cannot call `engine.evaluate`, which is threaded."""
+    data = '"""Splits for train, evaluate and test; see engine.py."""\nSPLITS = ("train", "evaluate")\n'
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": ENGINE, "data.py": data})
+    results = _results([os.path.join(root, "train.py"), os.path.join(root, "engine.py")])
+    assert "def evaluate(loader, model, device, *, accelerator):" in results["engine.py"].after
+
+
 def test_a_function_reached_through_a_re_export_is_not_threaded(tmp_path) -> None:
     train = TRAIN.replace("import engine\n", "import engine\nfrom pkg import evaluate\n")
     root = _project(tmp_path, **{
