@@ -172,11 +172,13 @@ class HardCodedDevice(Rule):
         return edits
 
     def _training_choice(self, choice: DeviceChoice) -> bool:
-        """Made where the script trains (or at module level): its CPU choice is the
+        """Made where the script trains, where the Accelerator is created (a class's
+        `__init__` choosing `self.device`), or at module level: its CPU choice is the
         Accelerator's."""
         analysis = self.analysis
         block = analysis.training_block
-        return isinstance(choice.scope, cst.Module) or (block is not None and choice.scope is block.scope)
+        home = analysis.setup.block.scope if analysis.setup is not None else None
+        return isinstance(choice.scope, cst.Module) or (block is not None and choice.scope is block.scope) or choice.scope is home
 
     def _acts_in(self, choice: DeviceChoice) -> bool:
         """A choice in a function that neither trains nor loses a device move to prepare()

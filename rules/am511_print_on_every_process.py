@@ -135,8 +135,9 @@ class PrintOnEveryProcess(Rule):
                 function = functions[0]
                 if id(function) in facts.method_of or facts.scope_of_function.get(id(function)) is not analysis.module:
                     continue
-                calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == name]
-                loads = [l for l in facts.loads if l.name == name]
+                shadowed = {id(b.scope) for b in facts.bindings if b.name == name}  # `test = Test(...)` in `def test()`
+                calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == name and id(c.scope) not in shadowed]
+                loads = [l for l in facts.loads if l.name == name and id(l.scope) not in shadowed]
                 if not calls or len(loads) != len(calls):
                     continue  # never called here, or named as a value too
                 if all(_runs_there(analysis, c, working | out, home) for c in calls):

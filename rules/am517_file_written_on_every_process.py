@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import Role, dotted_name
+from migrator.analysis.reach import called_by_other_files
 from migrator.analysis.saving import barrier_anchor, per_process_path
 from migrator.cst import adjacent_runs, wrap_statements
 from migrator.edits import Edit, Fix
@@ -205,14 +206,18 @@ class FileWrittenOnEveryProcess(Rule):
             statement = owner
 
     def _main_only(self, call: cst.Call) -> bool:
-        """Only the main process runs it, or a function this file never calls (its
-        callers decide)."""
+        """Only the main process runs it, or a function no code of the run calls (its
+        callers decide): a method of a class another file of the run builds runs on every
+        process (`solver.train()` in main.py)."""
         branches = self.analysis.branches
         branch = branches.branch_of(call)
         if branch is not None:
             return True  # main only is right; the others only is AM901's business
         function = branches.function_of(call)
-        return function is not None and (not branches.callers(function) or branches.runs_only_on_main(call))
+        if function is None:
+            return False
+        unreached = not branches.callers(function) and not called_by_other_files(self.analysis, function, self.ctx.config.run_callers)
+        return unreached or branches.runs_only_on_main(call)
 
     def _why_not(self, call: cst.Call, path: cst.BaseExpression, statement: cst.CSTNode | None) -> tuple[str | None, bool]:
         """Why the write cannot be gated (None when it can), and whether the other
@@ -300,14 +305,16 @@ class FileWrittenOnEveryProcess(Rule):
         return None
 
     def _read_back(self, path: cst.BaseExpression, statement: cst.CSTNode) -> bool:
-        """The same path (as written) passed to a call outside the statement, after it."""
+        """The same path (as written) passed to a call outside the statement, after it, in
+        the same function, that does more than show it."""
         analysis = self.analysis
         text = cst.Module([]).code_for_node(path).strip()
         inside = _ids(statement)
         at = analysis.order(statement)
+        scope = analysis.scope_of(statement)
         for fact in analysis.facts.calls:
-            if id(fact.node) in inside or analysis.order(fact.node) < at:
-                continue
+            if id(fact.node) in inside or analysis.order(fact.node) < at or _only_shows(fact) or fact.scope is not scope:
+                continue  # a name of another function is another path
             if any(cst.Module([]).code_for_node(a.value).strip() == text for a in fact.node.args):
                 return True
         return False
@@ -353,6 +360,16 @@ def _argument(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | 
             return arg.value
     positional = [a for a in call.args if a.keyword is None and not a.star]
     return positional[index].value if index < len(positional) else None
+
+
+# calls that show a path without reading the file (`print("saved {}".format(path))`)
+_SHOWS = {"print", "format", "str", "repr", "info", "debug", "warning", "write", "set_description", "set_postfix"}
+
+
+def _only_shows(fact) -> bool:
+    func = fact.node.func
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    return name in _SHOWS
 
 
 def _writes(mode: cst.BaseExpression | None) -> bool:

@@ -437,7 +437,16 @@ def _surviving_uses(facts: Facts, dev_vars, moves, droppable) -> dict[str, int]:
     for load in facts.loads:
         if load.name in names and id(load.node) not in dropped_args:
             counts[load.name] += 1
+    attributes = {n for n in names if "." in n}  # `self.device`: read as attributes, not names
+    for node in facts.by_type.get("Attribute", ()) if attributes else ():
+        if id(node) not in dropped_args and dotted_name(node) in attributes and not _assigned(facts, node):
+            counts[dotted_name(node)] += 1
     return counts
+
+
+def _assigned(facts: Facts, node: cst.Attribute) -> bool:
+    """`node` is the target of its binding (`self.device = ...`), not a read."""
+    return any(b.target is node for b in facts.bindings)
 
 
 def _setup_plan(module: cst.Module, block: Block, dev_vars, surviving, facts: Facts, needs=frozenset()) -> SetupPlan | None:
@@ -451,6 +460,10 @@ def _setup_plan(module: cst.Module, block: Block, dev_vars, surviving, facts: Fa
             guard = options_guard(module, needs, facts, names)
             block = Block(module, module, module) if guard is None else Block(guard, guard.body, module)
             break
+        method = _sibling_method(facts, var.binding.scope, block.scope) if surviving.get(var.name) else None
+        if method is not None:  # `self.device = torch.device(...)` in `__init__`, which builds the models later
+            block = Block(method, method.body, method)
+            break
     body = list(block.body)
     index = 0
     for i, stmt in enumerate(body):
@@ -462,6 +475,19 @@ def _setup_plan(module: cst.Module, block: Block, dev_vars, surviving, facts: Fa
     if index >= len(body):
         return None
     return SetupPlan(block, body[index])
+
+
+def _sibling_method(facts: Facts, device_scope, setup_scope) -> cst.FunctionDef | None:
+    """`__init__`, where a class chooses its device (`self.device = torch.device("cuda")`),
+    when prepare() goes in another method of the same class (`build_model`, which `__init__`
+    calls): the Accelerator is created in `__init__`, before the device, so the device can
+    be the Accelerator's and every method reaches `self.accelerator`."""
+    if not isinstance(device_scope, cst.FunctionDef) or device_scope is setup_scope or device_scope.name.value != "__init__":
+        return None
+    owner = facts.method_of.get(id(device_scope))
+    if owner is None or facts.method_of.get(id(setup_scope)) is not owner:
+        return None
+    return device_scope
 
 
 def _after_bindings(block: Block, body, facts: Facts, needs, dev_vars) -> int:

@@ -108,6 +108,21 @@ def _backward_targets(loop: cst.For) -> list[cst.BaseExpression]:
     return out
 
 
+def _backward_in(body: cst.BaseSuite) -> bool:
+    """The block computes its own gradients before it steps (`if (i + 1) % n_critic == 0:`
+    around a generator's whole update, GAN style): an update every n turns, not gradients
+    gathered over n batches."""
+    found = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+                found.append(node)
+
+    body.visit(_Find())
+    return bool(found)
+
+
 def _step_condition(test: cst.BaseExpression) -> tuple[str, str] | None:
     """`(i + 1) % N == 0` (optionally `or ...len(...)...`) → (counter code, N code)."""
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
@@ -222,7 +237,7 @@ def _accumulation(fact: LoopFact, roles: RoleTable, prepared: frozenset[str]) ->
     step_if = None
     condition = None
     for stmt in loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ():
-        if isinstance(stmt, cst.If) and stmt.orelse is None and _steps_optimizer(stmt.body, roles):
+        if isinstance(stmt, cst.If) and stmt.orelse is None and _steps_optimizer(stmt.body, roles) and not _backward_in(stmt.body):
             condition = _step_condition(stmt.test)
             if condition:
                 step_if = stmt

@@ -27,6 +27,7 @@ RUNS = {
     "project-distribution-helpers": "main.py",
     "project-early-stopping-helper-class": "train.py",
     "project-trainer-and-evaluator-classes": "main.py",
+    "project-solver-class-builds-its-models": "main.py",
 }
 _NUMBER = re.compile(r"-?\d+\.\d+(?:e-?\d+)?|-?\d+")
 _PROGRESS = re.compile(r"\|.*\||it/s|s/it|^W\d{4}")
