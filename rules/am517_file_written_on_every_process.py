@@ -206,8 +206,8 @@ class FileWrittenOnEveryProcess(Rule):
             statement = owner
 
     def _main_only(self, call: cst.Call) -> bool:
-        """Only the main process runs it, or a function no code of the run calls (its
-        callers decide): a method of a class another file of the run builds runs on every
+        """Only the main process runs it, or a function this file never calls (its
+        callers decide); a method of a class another file of the run builds runs on every
         process (`solver.train()` in main.py)."""
         branches = self.analysis.branches
         branch = branches.branch_of(call)
@@ -216,8 +216,9 @@ class FileWrittenOnEveryProcess(Rule):
         function = branches.function_of(call)
         if function is None:
             return False
-        unreached = not branches.callers(function) and not called_by_other_files(self.analysis, function, self.ctx.config.run_callers)
-        return unreached or branches.runs_only_on_main(call)
+        method = id(function) in self.analysis.facts.method_of  # a helper function: its callers gate its calls
+        elsewhere = method and called_by_other_files(self.analysis, function, self.ctx.config.run_callers)
+        return not branches.callers(function) and not elsewhere or branches.runs_only_on_main(call)
 
     def _why_not(self, call: cst.Call, path: cst.BaseExpression, statement: cst.CSTNode | None) -> tuple[str | None, bool]:
         """Why the write cannot be gated (None when it can), and whether the other
@@ -305,16 +306,15 @@ class FileWrittenOnEveryProcess(Rule):
         return None
 
     def _read_back(self, path: cst.BaseExpression, statement: cst.CSTNode) -> bool:
-        """The same path (as written) passed to a call outside the statement, after it, in
-        the same function, that does more than show it."""
+        """The same path (as written) passed to a call outside the statement, after it,
+        that neither only shows it nor writes it again."""
         analysis = self.analysis
         text = cst.Module([]).code_for_node(path).strip()
         inside = _ids(statement)
         at = analysis.order(statement)
-        scope = analysis.scope_of(statement)
         for fact in analysis.facts.calls:
-            if id(fact.node) in inside or analysis.order(fact.node) < at or _only_shows(fact) or fact.scope is not scope:
-                continue  # a name of another function is another path
+            if id(fact.node) in inside or analysis.order(fact.node) < at or _only_shows(fact) or self._write(fact):
+                continue  # shown, or written again: not read
             if any(cst.Module([]).code_for_node(a.value).strip() == text for a in fact.node.args):
                 return True
         return False

@@ -231,8 +231,12 @@ def _subclassed(facts, name: str) -> bool:
 
 def called_by_other_files(analysis: "ScriptAnalysis", function: cst.FunctionDef, names: frozenset[str]) -> bool:
     """`function` runs although no code of its file calls it: another file of the run calls
-    it, or constructs its class (`Trainer(config)` in main.py runs `Trainer.__init__`).
-    `names`: the file's top-level names other files call (Config.project_called and
+    it, constructs its class (`Trainer(config)` in main.py runs `Trainer.__init__`), or
+    calls it on an instance (`solver.train()`). `names`: the file's top-level names other
+    files call, and `Class.method` for the methods they call (Config.project_called and
     project_entered)."""
     owner = analysis.facts.method_of.get(id(function))
-    return function.name.value in names or (owner is not None and owner.name.value in names)
+    if owner is None:
+        return function.name.value in names
+    name = function.name.value
+    return f"{owner.name.value}.{name}" in names or (name == "__init__" and owner.name.value in names)

@@ -112,4 +112,24 @@ def called_elsewhere(sources: dict[str, bytes], files: dict[str, FileIndex]) -> 
         for c in f.calls:
             if c.target[0] != path and c.target[0] in files:
                 out.setdefault(c.target[0], set()).add(c.target[1])
+        for target, method in _instance_methods(sources.get(path, b""), f):
+            if target[0] != path and target[0] in files:
+                out.setdefault(target[0], set()).add(f"{target[1]}.{method}")
     return {path: tuple(sorted(names)) for path, names in out.items()}
+
+
+def _instance_methods(source: bytes, f: FileIndex) -> set[tuple[tuple[str, str], str]]:
+    """The methods this file calls on instances of the run's classes (`solver = Solver(...)`
+    then `solver.train()`): ((path, class), method)."""
+    if not f.instances:
+        return set()
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        func = node.func if isinstance(node, ast.Call) else None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in f.instances:
+            found.add((f.instances[func.value.id], func.attr))
+    return found

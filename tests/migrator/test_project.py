@@ -310,6 +310,37 @@ def test_a_helper_of_another_file_that_only_writes_a_file_is_called_on_the_main_
     assert results["helpers.py"].after == HELPERS
 
 
+def test_only_the_methods_other_files_call_are_read_as_run_on_every_process(tmp_path) -> None:
+    """`params = engine.Params(...)` then `params.dump(path)` in the training loop: `dump`
+    runs on every process and writes one file (AM517 says so); `save`, which no file of
+    the run calls, is its callers' business."""
+    params = textwrap.dedent('''\
+
+
+        class Params:
+            def __init__(self, lr):
+                self.lr = lr
+
+            def save(self, path):
+                with open(path, "w") as f:
+                    f.write(str(self.lr))
+
+            def dump(self, path):
+                with open(path, "w") as f:
+                    f.write(str(self.lr))
+    ''')
+    train = TRAIN.replace("    for epoch in range(2):\n", "    params = engine.Params(0.1)\n    for epoch in range(2):\n").replace(
+        "        print(epoch, len(outputs))\n", "        print(epoch, len(outputs))\n        params.dump(\"params.json\")\n"
+    )
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE + params})
+    results = _results([root])
+    after = results["engine.py"].after
+    told = {f.start.line: f.message for f in results["engine.py"].findings if f.code == "AM517"}
+    lines = after.splitlines()
+    assert [lines[n - 1].strip() for n in told] == ['with open(path, "w") as f:']
+    assert next(iter(told)) == lines.index("    def dump(self, path):") + 2  # the one in `dump`
+
+
 def test_a_scheduler_the_engine_steps_per_batch_is_prepared(tmp_path) -> None:
     """Alone, the set-up cannot see how the scheduler steps (AM206 leaves it out); in the
     run, the engine steps it in its batch loop, so the set-up prepares it."""
