@@ -112,24 +112,45 @@ def called_elsewhere(sources: dict[str, bytes], files: dict[str, FileIndex]) -> 
         for c in f.calls:
             if c.target[0] != path and c.target[0] in files:
                 out.setdefault(c.target[0], set()).add(c.target[1])
-        for target, method in _instance_methods(sources.get(path, b""), f):
+        for target, method in _instance_methods(sources.get(path, b""), f, files):
             if target[0] != path and target[0] in files:
                 out.setdefault(target[0], set()).add(f"{target[1]}.{method}")
     return {path: tuple(sorted(names)) for path, names in out.items()}
 
 
-def _instance_methods(source: bytes, f: FileIndex) -> set[tuple[tuple[str, str], str]]:
-    """The methods this file calls on instances of the run's classes (`solver = Solver(...)`
-    then `solver.train()`): ((path, class), method)."""
-    if not f.instances:
+def _instance_methods(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> set[tuple[tuple[str, str], str]]:
+    """The methods this file calls on instances of the run's classes (`solver = Solver(...)`,
+    `trainer = Trainer(model).cuda()`, then `solver.train()`): ((path, class), method)."""
+    made = {c.spelling: c.target for c in f.calls if _is_class(files, c.target)}
+    if not made:
         return set()
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return set()
+    instances = dict(f.instances)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            built = [made[s] for n in ast.walk(node.value) if isinstance(n, ast.Call) and (s := _spelling(n.func)) in made]
+            if built:
+                instances.setdefault(node.targets[0].id, built[0])
     found = set()
     for node in ast.walk(tree):
         func = node.func if isinstance(node, ast.Call) else None
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in f.instances:
-            found.add((f.instances[func.value.id], func.attr))
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in instances:
+            found.add((instances[func.value.id], func.attr))
     return found
+
+
+def _is_class(files: dict[str, FileIndex], target: tuple[str, str]) -> bool:
+    owner = files.get(target[0])
+    function = owner.functions.get(target[1]) if owner is not None else None
+    return function is not None and function.is_class
+
+
+def _spelling(func: ast.AST) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        return f"{func.value.id}.{func.attr}"
+    return None

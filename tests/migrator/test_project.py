@@ -310,7 +310,8 @@ def test_a_helper_of_another_file_that_only_writes_a_file_is_called_on_the_main_
     assert results["helpers.py"].after == HELPERS
 
 
-def test_only_the_methods_other_files_call_are_read_as_run_on_every_process(tmp_path) -> None:
+@pytest.mark.parametrize("built", ["engine.Params(0.1)", "engine.Params(0.1).cuda()"])
+def test_only_the_methods_other_files_call_are_read_as_run_on_every_process(tmp_path, built) -> None:
     """`params = engine.Params(...)` then `params.dump(path)` in the training loop: `dump`
     runs on every process and writes one file (AM517 says so); `save`, which no file of
     the run calls, is its callers' business."""
@@ -329,7 +330,7 @@ def test_only_the_methods_other_files_call_are_read_as_run_on_every_process(tmp_
                 with open(path, "w") as f:
                     f.write(str(self.lr))
     ''')
-    train = TRAIN.replace("    for epoch in range(2):\n", "    params = engine.Params(0.1)\n    for epoch in range(2):\n").replace(
+    train = TRAIN.replace("    for epoch in range(2):\n", f"    params = {built}\n    for epoch in range(2):\n").replace(
         "        print(epoch, len(outputs))\n", "        print(epoch, len(outputs))\n        params.dump(\"params.json\")\n"
     )
     root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE + params})
