@@ -54,9 +54,9 @@ class UnsplitTrainingData(Rule):
     code = "AM218"
     name = "unsplit-training-data"
     message = (
-        "`{call}` trains on data no DataLoader serves: nothing splits it between processes, so where every process "
-        "reads the same data each trains on all of it (correct, but no faster); serve it from a DataLoader, or split "
-        "it by `accelerator.process_index`"
+        "`{call}` trains on data no prepared DataLoader serves: nothing splits it between processes, so where every "
+        "process reads the same data each trains on all of it (correct, but no faster); serve it from a DataLoader "
+        "passed through prepare(), or split it by `accelerator.process_index`"
     )
     examples = (
         Example(
