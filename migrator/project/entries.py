@@ -131,7 +131,7 @@ def _instance_methods(source: bytes, f: FileIndex, files: dict[str, FileIndex]) 
     instances = dict(f.instances)
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            built = [made[s] for n in ast.walk(node.value) if isinstance(n, ast.Call) and (s := _spelling(n.func)) in made]
+            built = [made[s] for n in ast.walk(node.value) if isinstance(n, ast.Call) and (s := spelling_of(n.func)) in made]
             if built:
                 instances.setdefault(node.targets[0].id, built[0])
     found = set()
@@ -146,11 +146,3 @@ def _is_class(files: dict[str, FileIndex], target: tuple[str, str]) -> bool:
     owner = files.get(target[0])
     function = owner.functions.get(target[1]) if owner is not None else None
     return function is not None and function.is_class
-
-
-def _spelling(func: ast.AST) -> str | None:
-    if isinstance(func, ast.Name):
-        return func.id
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-        return f"{func.value.id}.{func.attr}"
-    return None
