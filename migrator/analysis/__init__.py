@@ -438,15 +438,12 @@ def _surviving_uses(facts: Facts, dev_vars, moves, droppable) -> dict[str, int]:
         if load.name in names and id(load.node) not in dropped_args:
             counts[load.name] += 1
     attributes = {n for n in names if "." in n}  # `self.device`: read as attributes, not names
-    for node in facts.by_type.get("Attribute", ()) if attributes else ():
-        if id(node) not in dropped_args and dotted_name(node) in attributes and not _assigned(facts, node):
-            counts[dotted_name(node)] += 1
+    if attributes:
+        targets = {id(b.target) for b in facts.bindings if b.name in attributes}  # `self.device = ...`: not a read
+        for node in facts.by_type.get("Attribute", ()):
+            if id(node) not in dropped_args and id(node) not in targets and dotted_name(node) in attributes:
+                counts[dotted_name(node)] += 1
     return counts
-
-
-def _assigned(facts: Facts, node: cst.Attribute) -> bool:
-    """`node` is the target of its binding (`self.device = ...`), not a read."""
-    return any(b.target is node for b in facts.bindings)
 
 
 def _setup_plan(module: cst.Module, block: Block, dev_vars, surviving, facts: Facts, needs=frozenset()) -> SetupPlan | None:
