@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.equivalence.test_project_fixture_runs import RUNS, _numbers  # noqa: E402  (needs REPO on sys.path)
+from tests.equivalence.test_project_fixture_runs import RUNS, _entry, _numbers  # noqa: E402  (needs REPO on sys.path)
 
 TOLERANCE = 1e-3
 
@@ -77,14 +77,6 @@ def check(name: str, entry: str, gpus: int) -> list[tuple[str, bool, str]]:
                 detail += ", the original's numbers" if ok else f", numbers differ: {want[:3]} vs {got[:3]}"
             rows.append((label, ok, detail))
         return rows
-
-
-def _entry(folder: Path, entry: str) -> Path:
-    if entry.endswith(".py"):
-        return folder / entry
-    script = folder / "_run_entry.py"
-    script.write_text(f"from {entry} import main\n\nmain()\n")
-    return script
 
 
 def _run(command: list[str], cwd: Path) -> tuple[int, str, str, float]:
