@@ -19,8 +19,8 @@ def check_caller(f: FileIndex, threaded, result: FileResult, prepared, loader_ca
     functions that take no Accelerator (their migration needs none), only prepared
     arguments."""
     mine = {c.target for c in f.calls if c.target in threaded}
-    if result.status is not FileStatus.CHANGED or result.after is None or any(x.code.startswith("AM95") for x in result.findings):
-        return mine
+    if result.status is FileStatus.FAILED or result.after is None or any(x.code.startswith("AM95") for x in result.findings):
+        return mine  # unchanged is fine: its calls may pass the Accelerator since an earlier run
     try:
         tree = ast.parse(result.after)
     except SyntaxError:

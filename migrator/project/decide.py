@@ -92,6 +92,7 @@ def decide(
             stub, left_out = caller_stub(files, mine, prepared, target_import(engine))
             rescued = {t for t in left_out - unwrapped if _agrees_unwrapped(files, t, prepared.get(t, []))}
             kept = {t for t in left_out - whole - rescued if _agrees_whole(files, t, prepared.get(t, []))}
+            kept |= {t for t in set(mine) - left_out - whole if _reads_whole(files, t, prepared.get(t, []))}
             unwrapped |= rescued
             whole |= kept
             again |= bool(rescued | kept)  # its callers are migrated again, unwrapping the model or keeping the loaders whole
@@ -131,7 +132,7 @@ def _unthreaded_calls(files: dict[str, FileIndex], f: FileIndex, threaded, whole
         roles = {role for _, role in function.param_roles} if function is not None else set()
         if function is None or call.target in threaded and call.target not in whole:
             continue
-        if any(k == ACCELERATOR for k, _ in call.keywords):
+        if call.target not in whole and any(k == ACCELERATOR for k, _ in call.keywords):
             continue  # threaded by an earlier run
         if function.updates or roles & {"dataloader", "model"}:
             out.add((call.spelling, function.updates))
@@ -225,6 +226,17 @@ def _agrees_whole(files: dict[str, FileIndex], target: tuple[str, str], calls: l
     return handed and parameter_kinds(function.params, seen) is not None
 
 
+def _reads_whole(files: dict[str, FileIndex], target: tuple[str, str], calls: list[dict[object, str]]) -> bool:
+    """An evaluation every call hands only loaders left out of prepare() (a test loader
+    never prepared; the validation loader of an earlier run, kept whole there): threaded,
+    it evaluates all the data on every process, and its callers hear so."""
+    function = files[target[0]].functions.get(target[1])
+    if function is None or function.updates or not calls:
+        return False
+    kinds = [set(call.values()) for call in calls]
+    return all("whole:dataloader" in k and "prepared:dataloader" not in k for k in kinds)
+
+
 def _calls_by_file(files: dict[str, FileIndex], threaded: set[tuple[str, str]]) -> dict[str, tuple[str, ...]]:
     out = {}
     for path, f in files.items():
@@ -241,8 +253,8 @@ def _check_engine(mine, result: FileResult, files: dict[str, FileIndex]) -> set[
     function the set-up does not reach would leave its batches off the device), other than
     the engine's own helpers that only the threaded functions call (`train()` calling
     `train_step()`: the engine's migration threads them as it would in one file)."""
-    if result.status is not FileStatus.CHANGED or result.after is None or any(x.code.startswith("AM95") for x in result.findings):
-        return set(mine)
+    if result.status is FileStatus.FAILED or result.after is None or any(x.code.startswith("AM95") for x in result.findings):
+        return set(mine)  # unchanged is fine where an earlier run threaded them all
     try:
         tree = ast.parse(result.after)
         before = ast.parse(result.before or "")

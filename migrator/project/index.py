@@ -32,6 +32,9 @@ class Function:
     method_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...], bool], ...] = ()
     state_writes: bool = False  # a function of state_params that writes a file with torch.save
     methods: tuple[tuple[str, tuple[str, ...]], ...] = ()  # a class: its other methods and their parameters less self
+    # threadable but for the keyword-only `accelerator` it already takes: an earlier run
+    # (or its author) threaded it, and the run is decided again as the first one was
+    threaded_before: bool = False
 
 
 @dataclass
@@ -140,11 +143,12 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
         a = function.args
         params = tuple(p.arg for p in [*a.posonlyargs, *a.args])[1 if init else 0:]  # a class: __init__ less self
         kwonly = tuple(p.arg for p in a.kwonlyargs)
-        ok = (
+        shaped = (
             seen.get(node.name) == 1 and a.kwarg is None and all(_grad_mode(d) for d in node.decorator_list)
-            and ACCELERATOR not in params + kwonly and not a.posonlyargs and _trains(node)
+            and ACCELERATOR not in params and not a.posonlyargs and _trains(node)
             and (init is not None or not _returns_outputs(node, params))
         )
+        ok = shaped and ACCELERATOR not in kwonly
         out[node.name] = Function(
             node.name, params, kwonly, ok, _stepped_in_loops(node, set(params + kwonly)), init is not None,
             _returned_loaders(node) if init is None else (),
@@ -154,6 +158,7 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             _method_states(node) if init is not None else (),
             init is None and any(_saves(n) for n in ast.walk(node)),
             _methods(node) if init is not None else (),
+            shaped and ACCELERATOR in kwonly,
         )
     return out
 
@@ -256,7 +261,7 @@ def _stepped_in_loops(function: ast.FunctionDef, params: set[str]) -> frozenset[
 
 def _trains(function: ast.FunctionDef) -> bool:
     """A backward call or a loop: the facts that make AM913 speak; or a checkpoint saved
-    (`torch.save(...)`: once, by the main process) or a state loaded through a parameter
+    (`torch.save(...)`: once, by the main process; `accelerator.save(...)` once migrated) or a state loaded through a parameter
     (`model.load_state_dict(...)`: into the unwrapped model). The engine migration
     decides the rest; a function it leaves alone is dropped."""
     params = {a.arg for a in function.args.args} if isinstance(function, ast.FunctionDef) else set()
@@ -265,8 +270,8 @@ def _trains(function: ast.FunctionDef) -> bool:
             return True
         if isinstance(node, ast.For):
             return True
-        if _state_of_parameter(node, params) or _saves(node):
-            return True
+        if _state_of_parameter(node, params) or _saves(node, ("torch", "t", "th", ACCELERATOR)):
+            return True  # `accelerator.save(...)`: the save an earlier run threaded
     return False
 
 
@@ -452,11 +457,11 @@ def _updates(function: ast.FunctionDef) -> bool:
     )
 
 
-def _saves(node: ast.AST) -> bool:
+def _saves(node: ast.AST, owners: tuple[str, ...] = ("torch", "t", "th")) -> bool:
     """`torch.save(...)` (as `torch.save` or the `t.save` of `import torch as t`)."""
     return (
         isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "save"
-        and isinstance(node.func.value, ast.Name) and node.func.value.id in ("torch", "t", "th")
+        and isinstance(node.func.value, ast.Name) and node.func.value.id in owners
     )
 
 
@@ -600,8 +605,8 @@ def _bound_elsewhere(tree: ast.Module) -> set[str]:
 
 
 def candidates(files: dict[str, FileIndex], outside: dict[str, str] | None = None) -> set[tuple[str, str]]:
-    """Functions that may be threaded: called from another file of the run, threadable,
-    never used as a value in the run, not named by a file of the run through a route the
+    """Functions that may be threaded: called from another file of the run, threadable
+    (or threaded before, at calls that pass it the Accelerator), never used as a value in the run, not named by a file of the run through a route the
     index does not follow (a re-export), nor by a file beside the run's files that is not
     in it (`outside`: path → text; a caller we would not update), and not in a file that
     itself calls a threaded one."""
@@ -611,13 +616,13 @@ def candidates(files: dict[str, FileIndex], outside: dict[str, str] | None = Non
         for call in f.calls:
             owner = files.get(call.target[0])
             function = owner.functions.get(call.target[1]) if owner else None
-            if function is None or not function.threadable or call.target in used_as_value or call.has_star:
+            if function is None or call.target in used_as_value or call.has_star:
                 continue
             if call.target[1] in owner.local_uses:
                 continue  # the engine calls or passes it itself: AM002's single-file case, not this one
-            if any(k == ACCELERATOR for k, _ in call.keywords):
-                continue
-            out.add(call.target)
+            passes = any(k == ACCELERATOR for k, _ in call.keywords)
+            if function.threaded_before if passes else function.threadable:
+                out.add(call.target)
     out = {t for t in out if not _unfollowed(files, t) and not _named_outside(outside or {}, t)}
     callers = {f.path for f in files.values() for c in f.calls if c.target in out}
     return {t for t in out if t[0] not in callers}

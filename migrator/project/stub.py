@@ -45,6 +45,8 @@ def caller_stub(files, mine, prepared, target_import: str) -> tuple[str | None, 
             left_out.add(target)
             continue
         args = [names[p] for p in function.params if p in names] + [f"{p}={names[p]}" for p in function.kwonly if p in names]
+        if function.threaded_before:  # its callers pass the Accelerator already (an earlier run)
+            args.append(f"{ACCELERATOR}={ACCELERATOR}")
         missing = [p for p in function.params if p not in names]
         if missing and any(function.params.index(p) < len(args) for p in missing):
             left_out.add(target)  # an argument the callers leave to its default sits between given ones

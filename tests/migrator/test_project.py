@@ -239,6 +239,31 @@ def test_second_run_changes_nothing(tmp_path, name) -> None:
     assert not again[name].findings  # the engine has its Accelerator; the set-up passes it
 
 
+def test_a_second_run_still_reports_what_the_first_left_for_a_human(tmp_path) -> None:
+    """The engine's training metric is this process's figure (AM524, known only with the
+    callers' context): a run over the migrated project decides again as the first run
+    did, so it, and its lint (the pre-commit hook), still say so."""
+    engine = ENGINE.replace(
+        "        loss = torch.nn.functional.mse_loss(model(x), y)\n",
+        "        out = model(x)\n        loss = torch.nn.functional.mse_loss(out, y)\n",
+    ).replace(
+        "        optimizer.step()\n", "        optimizer.step()\n        metric.add(out.detach(), y)\n",
+    ).replace("def train_one_epoch(loader, model, optimizer, device):", "def train_one_epoch(loader, model, optimizer, device, metric):")
+    train = TRAIN.replace("engine.train_one_epoch(train_loader, model, optimizer, device)", "engine.train_one_epoch(train_loader, model, optimizer, device, metric)")
+    train = train.replace("    model = torch.nn.Linear(4, 1)\n", "    model = torch.nn.Linear(4, 1)\n    metric = engine.Meter()\n")
+    engine += "\n\nclass Meter:\n    def add(self, out, y):\n        self.last = (out - y).abs().mean().item()\n"
+    root = _project(tmp_path, **{"train.py": train, "engine.py": engine})
+    first = _results([root])
+    told = sorted((name, f.code) for name, r in first.items() for f in r.findings if not f.fixed)
+    assert ("engine.py", "AM524") in told
+    list(migrate_paths([root], Config(), write=True))
+    again = _results([root])
+    assert all(r.after == r.before for r in again.values())
+    assert sorted((name, f.code) for name, r in again.items() for f in r.findings) == told
+    lint = {os.path.basename(r.path): r for r in migrate_paths([root], Config(fix=False))}
+    assert sorted((name, f.code) for name, r in lint.items() for f in r.findings) == told
+
+
 def test_calls_threaded_by_an_earlier_run_are_not_told_they_lack_the_accelerator(tmp_path) -> None:
     """A migrated project grows a new engine function: the run threads it, and the calls
     an earlier run gave `accelerator=` are not reported as left without one."""
