@@ -121,8 +121,10 @@ def migrate_paths(
     if on_total is not None:
         on_total(len(planned))
     items = [_look_up(item, store, write=write and not output) if isinstance(item, _File) else item for item in planned]
-    _with_facts_of_other_files([item for item in items if isinstance(item, _File)], store, write=write and not output)
-    _as_one_program([item for item in items if isinstance(item, _File)], store)
+    run = [item for item in items if isinstance(item, _File)]
+    around = _around(run, resolver)
+    _with_facts_of_other_files(run, store, write=write and not output, around=around)
+    _as_one_program(run, store, around)
     tasks = [item.task for item in items if isinstance(item, _File) and item.task is not None]
     if jobs > 1 and len(tasks) > 1:
         _load_engine()  # before the workers fork, so each starts with it loaded
@@ -141,7 +143,25 @@ def migrate_paths(
         yield result
 
 
-def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write: bool) -> None:
+def _around(run: list[_File], resolver: ConfigResolver | _FixedConfig) -> list[_File]:
+    """The project's Python files around the run's (surroundings.py), read, with their
+    settings: the run reads them to decide and never writes or reports them."""
+    from migrator import surroundings
+
+    readable = [i.path for i in run if i.source is not None and not notebook.is_notebook(i.path)]
+    if not readable:
+        return []
+    out = []
+    for path, data in surroundings.read_around(readable).items():
+        try:
+            config = resolver.config_for(path).for_file(path)
+        except ConfigError:
+            continue
+        out.append(_File(path, config, files.Source(path, data, 0, len(data))))
+    return out
+
+
+def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write: bool, around: list[_File] = ()) -> None:
     """Facts one file of the run gives another, each read once for the whole run: a model
     class of another file whose parameters get no gradient (project/unused.py:
     `project_unused`), another file's distribution helpers (`utils.init_distributed_mode
@@ -151,8 +171,12 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     (project/downloads.py: `project_downloads`), and its calls of another file's functions
     that only write a file (project/writers.py: `project_writers`). A file
     that learns one is migrated knowing it: its settings, and so its cache key and task,
-    are made again."""
+    are made again. The files `around` the run give facts and learn theirs (the run may
+    migrate them in memory to decide), but only a function they call that an earlier run
+    threaded hands its parameters' roles to the run's callers (a set-up is not prepared
+    for an engine the run will not migrate)."""
     readable = [i for i in items if i.source is not None and not notebook.is_notebook(i.path)]
+    readable += list(around)
     marks = {
         "project_unused": (b"transformers",), "project_distribution": (b"init_process_group", b"FileHandler", b"basicConfig"),
         "project_roles": (b"import",), "project_downloads": (b"download",), "project_meters": (b".update(",),
@@ -166,9 +190,10 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
 
     sources = {i.path: i.source.data for i in readable}
     involved = project.linked(sources)
-    if len(involved) < 2:
+    if len(involved) < 2 or not involved & {i.path for i in items}:
         return
     files = project.index({p: sources[p] for p in involved})
+    read_only = frozenset(i.path for i in around)
     readers = {
         "project_unused": project.unused_models, "project_distribution": project.distribution_calls,
         "project_roles": project.role_calls, "project_downloads": project.download_calls,
@@ -176,36 +201,50 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_states": project.state_calls, "project_enters": project.entering_calls,
         "project_called": project.called_elsewhere, "project_writers": project.writer_calls,
     }
-    found = {f: readers[f](sources, files) for f in wanted}
+    # who calls a file's functions counts only for callers that run under the launcher: a
+    # file the run only reads may be a tool of its own (a search script starting runs)
+    launched = project.launched(sources, files, read_only) if read_only else set()
+    callers = {p: f for p, f in files.items() if p not in read_only or p in launched}
+    by_callers = {"project_entered", "project_called"}
+    found = {f: readers[f](sources, callers if f in by_callers else files) for f in wanted if f != "project_roles"}
+    if "project_roles" in wanted:
+        found["project_roles"] = project.role_calls(sources, files, read_only)
     for item in readable:
         learned = {f: found[f][item.path] for f in wanted if item.path in found[f]}
         if learned:
             item.config = replace(item.config, **learned)
+            if item.path in read_only:
+                continue  # read, never migrated on its own
             item.result, item.task = None, None
             looked = _look_up(item, store, write=write)
             if isinstance(looked, FileResult):  # the file could not be read again
                 item.result = looked
 
 
-def _as_one_program(items: list[_File], store: Cache | None) -> None:
+def _as_one_program(items: list[_File], store: Cache | None, around: list[_File] = ()) -> None:
     """Files of the run that hand their set-up to a training function of another file
     of the run are migrated together (project.py); their results are settled here, in
-    this process and in order, so `-j N` gives what `-j 1` gives. The others are untouched."""
-    readable = [i for i in items if i.source is not None and not notebook.is_notebook(i.path)]
+    this process and in order, so `-j N` gives what `-j 1` gives. The others are untouched.
+    The files `around` the run that import or are imported by its files take part as
+    files the run only reads: migrated in memory, never written; a decision that would
+    change one of them is dropped (project/decide.py sees its result as failed)."""
+    mine = [i for i in items if i.source is not None and not notebook.is_notebook(i.path)]
+    readable = mine + list(around)
     if len(readable) < 2:
         return
     from migrator import project
 
     involved = project.linked({i.path: i.source.data for i in readable})
-    if len(involved) < 2:
+    if len(involved) < 2 or not involved & {i.path for i in mine}:
         return
     by_path = {i.path: i for i in readable}
+    read_only = frozenset(i.path for i in around)
     files = project.index({i.path: i.source.data for i in readable if i.path in involved})
-    if not project.candidates(files):
+    if not project.candidates(files, read_only=read_only):
         return
-    outside = _beside(readable)
+    outside = {i.path: i.source.data.decode("utf-8", "replace") for i in around if i.path not in files}
     for item in items:  # notebooks, and files the index cannot parse: callers it cannot follow
-        if item.source is not None and item.path not in files and (item.path in involved or item not in readable):
+        if item.source is not None and item.path not in files and (item.path in involved or item not in mine):
             outside[item.path] = item.source.data.decode("utf-8", "replace")
 
     def target(path: str) -> str:
@@ -220,12 +259,17 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
             item.config, project_calls=calls, project_callers=stub, project_stepped=stepped, project_loaders=loaders,
             project_states=states, project_plain=plain, project_unthreaded=unthreaded, fix=fix,
         )
-        return _cached(store, item, config, lambda: _migrate_in_project(item, config, stub))
+        result = _cached(store, item, config, lambda: _migrate_in_project(item, config, stub))
+        if path in read_only and result.changed:  # the run would have to write a file it only reads
+            return replace(result, status=FileStatus.FAILED)
+        return result
 
     # decided on what the migration would write, also for --lint (it then reports that)
-    outcome, results = project.decide(files, migrate, target, outside)
+    outcome, results = project.decide(files, migrate, target, outside, read_only)
     whole = project.evaluations_left_whole(files, results, outcome.threaded)
     for path, result in results.items():
+        if path in read_only:
+            continue
         item = by_path[path]
         if not item.config.fix:
             result = migrate(path, *outcome.context(path), fix=False)
@@ -235,32 +279,10 @@ def _as_one_program(items: list[_File], store: Cache | None) -> None:
         if path in whole:
             result = project.without_share_findings(result, whole[path])
         item.result, item.task = result, None
-    for path in sorted(set(whole) - set(results)):  # an evaluator no caller threads: migrated alone
+    for path in sorted(set(whole) - set(results) - read_only):  # an evaluator no caller threads: migrated alone
         item = by_path[path]
         alone = migrate(path, (), "", (), fix=item.config.fix)
         item.result, item.task = project.without_share_findings(alone, whole[path]), None
-
-
-def _beside(items: list[_File], limit: int = 500) -> dict[str, str]:
-    """The Python files in the folders of the run's files that the run does not include:
-    a caller there would not be updated (a file the run names is never read twice)."""
-    run = {os.path.abspath(i.path) for i in items}
-    out: dict[str, str] = {}
-    for folder in sorted({os.path.dirname(a) for a in run}):
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError:
-            continue
-        for name in names:
-            path = os.path.join(folder, name)
-            if not name.endswith(".py") or path in run or len(out) >= limit:
-                continue
-            try:
-                with open(path, encoding="utf-8", errors="replace") as fh:
-                    out[path] = fh.read()
-            except OSError:
-                continue
-    return out
 
 
 def _cached(store: Cache | None, item: _File, config: Config, compute: Callable[[], FileResult]) -> FileResult:

@@ -50,7 +50,7 @@ class DirectoryCreatedOnEveryProcess(Rule):
     A creation that is not under such a test (`os.makedirs(out)` alone, `os.mkdir(out)`) is
     reported and left as it is: with `exist_ok=True` a run that finds the directory
     would go on where the original stops. Creations inside a `try` that catches the
-    error and ignores it (`except OSError: pass`), under a main-process test, in a function this file never calls, or with a
+    error and ignores it (`except OSError: pass`, or re-raises all but `errno.EEXIST`), under a main-process test, in a function this file never calls, or with a
     path made from the rank are left alone.
     """
 
@@ -148,17 +148,28 @@ def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 
 def _catches(handler: cst.ExceptHandler) -> bool:
-    """`except OSError: pass`: the error is caught and ignored (a handler that stops the
+    """`except OSError: pass`, or `except OSError as e: if e.errno != errno.EEXIST: raise`:
+    the error of an existing directory is caught and ignored (a handler that stops the
     script, `print(e); sys.exit(1)`, still stops every process that loses the race)."""
     body = handler.body.body if isinstance(handler.body, cst.IndentedBlock) else [handler.body]
-    smalls = [small for line in body for small in getattr(line, "body", [None])]
-    if not smalls or not all(isinstance(small, (cst.Pass, cst.Continue)) for small in smalls):
+    smalls = [small for line in body for small in (line.body if isinstance(line, cst.SimpleStatementLine) else [None])]
+    ignored = smalls and all(isinstance(small, (cst.Pass, cst.Continue)) for small in smalls)
+    if not ignored and not (len(body) == 1 and _reraises_all_but_exists(body[0])):
         return False
     kinds = handler.type
     if kinds is None:
         return True
     names = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
     return any((dotted_name(n) or "").rsplit(".", 1)[-1] in _TOLERATED for n in names)
+
+
+def _reraises_all_but_exists(statement: cst.CSTNode) -> bool:
+    """`if e.errno != errno.EEXIST: raise`: only an existing directory is let through."""
+    if not isinstance(statement, cst.If) or statement.orelse is not None or "EEXIST" not in cst.Module([]).code_for_node(statement.test):
+        return False
+    lines = statement.body.body if isinstance(statement.body, cst.IndentedBlock) else [statement.body]
+    smalls = [small for line in lines for small in (line.body if isinstance(line, cst.SimpleStatementLine) else [None])]
+    return len(smalls) == 1 and isinstance(smalls[0], cst.Raise) and smalls[0].exc is None
 
 
 def _spelled_os_mkdir(call: cst.Call) -> bool:

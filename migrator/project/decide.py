@@ -43,6 +43,7 @@ def decide(
     migrate: Callable[[str, tuple[str, ...], str, tuple[str, ...]], FileResult],
     target_import: Callable[[str], str],
     outside: dict[str, str] | None = None,
+    read_only: frozenset[str] = frozenset(),
 ) -> tuple[Outcome, dict[str, FileResult]]:
     """Run the callers and engines with the threaded set until nothing is dropped.
     `migrate(path, calls, stub, stepped, loaders, states, plain)` migrates one file with that
@@ -51,8 +52,9 @@ def decide(
     DataLoaders; `states`: its calls of unthreaded functions that save or load the state
     of a model they are given; `plain`: its calls of functions migrated with it that need
     no Accelerator; `unthreaded`: its calls of functions of the run left without it).
+    `read_only`: files the run reads and never writes (index.candidates).
     Returns the outcome and the results of the files that had a context."""
-    threaded = candidates(files, outside)
+    threaded = candidates(files, outside, read_only)
     plain: set[tuple[str, str]] = set()  # threaded, but their migration needs no Accelerator
     unwrapped: set[tuple[str, str]] = set()  # threaded state helpers handed the unwrapped model at every call
     whole: set[tuple[str, str]] = set()  # threaded evaluations whose callers keep their loaders whole

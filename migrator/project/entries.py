@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 
 from migrator.project.calls import spelling_of
-from migrator.project.index import FileIndex
+from migrator.project.index import ACCELERATOR, FileIndex
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)
 
@@ -50,6 +50,33 @@ def entering_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> di
         calls = {c.spelling for c in f.calls if c.target[1] in builders.get(c.target[0], ())}
         if calls:
             out[path] = tuple(sorted(calls))
+    return out
+
+
+def launched(sources: dict[str, bytes], files: dict[str, FileIndex], among: frozenset[str]) -> set[str]:
+    """Those of `among` (files the run only reads) that are part of the program the
+    launcher runs: they set up training (an optimizer, a model's parameters, an
+    Accelerator), pass the Accelerator, or call a function or class of the project that
+    trains. A script that only starts runs or edits their settings (a hyper-parameter
+    search) is not: the helpers it calls do not run once per process for it."""
+    out = set()
+    for path in among:
+        f = files.get(path)
+        if f is None:
+            continue
+        trains = any(
+            (fn := files[c.target[0]].functions.get(c.target[1])) is not None and fn.updates
+            for c in f.calls if c.target[0] in files
+        )
+        if trains or any(k == ACCELERATOR for c in f.calls for k, _ in c.keywords):
+            out.add(path)
+            continue
+        try:
+            tree = ast.parse(sources[path])
+        except (SyntaxError, ValueError):
+            continue
+        if _sets_up(tree):
+            out.add(path)
     return out
 
 

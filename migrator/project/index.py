@@ -604,14 +604,18 @@ def _bound_elsewhere(tree: ast.Module) -> set[str]:
     return names
 
 
-def candidates(files: dict[str, FileIndex], outside: dict[str, str] | None = None) -> set[tuple[str, str]]:
+def candidates(
+    files: dict[str, FileIndex], outside: dict[str, str] | None = None, read_only: frozenset[str] = frozenset(),
+) -> set[tuple[str, str]]:
     """Functions that may be threaded: called from another file of the run, threadable
     (or threaded before, at calls that pass it the Accelerator), never used as a value in the run, not named by a file of the run through a route the
     index does not follow (a re-export), nor by a file beside the run's files that is not
     in it (`outside`: path → text; a caller we would not update), and not in a file that
-    itself calls a threaded one."""
+    itself calls a threaded one. A file the run only reads (`read_only`, the project around
+    the run's files) is never changed: a function it calls without the Accelerator, or
+    defines without having been threaded before, is not threaded."""
     used_as_value = set().union(*(f.values for f in files.values())) if files else set()
-    out = set()
+    out, held = set(), set()
     for f in files.values():
         for call in f.calls:
             owner = files.get(call.target[0])
@@ -621,9 +625,11 @@ def candidates(files: dict[str, FileIndex], outside: dict[str, str] | None = Non
             if call.target[1] in owner.local_uses:
                 continue  # the engine calls or passes it itself: AM002's single-file case, not this one
             passes = any(k == ACCELERATOR for k, _ in call.keywords)
-            if function.threaded_before if passes else function.threadable:
+            if f.path in read_only and not passes or owner.path in read_only and not function.threaded_before:
+                held.add(call.target)
+            elif function.threaded_before if passes else function.threadable:
                 out.add(call.target)
-    out = {t for t in out if not _unfollowed(files, t) and not _named_outside(outside or {}, t)}
+    out = {t for t in out - held if not _unfollowed(files, t) and not _named_outside(outside or {}, t)}
     callers = {f.path for f in files.values() for c in f.calls if c.target in out}
     return {t for t in out if t[0] not in callers}
 

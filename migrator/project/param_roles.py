@@ -15,9 +15,13 @@ from __future__ import annotations
 from migrator.project.index import FileIndex
 
 
-def role_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]]:
+def role_calls(
+    sources: dict[str, bytes], files: dict[str, FileIndex], read_only: frozenset[str] = frozenset(),
+) -> dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]]:
     """For each file of the run that calls such a function of another file: (the call as
-    spelled there, ((position or parameter name, role), ...)), as Config.project_roles takes them."""
+    spelled there, ((position or parameter name, role), ...)), as Config.project_roles takes them.
+    A function of a file the run only reads speaks only when an earlier run threaded it:
+    otherwise its caller would be prepared for an engine that stays as written."""
     out = {}
     for path, f in files.items():
         calls = set()
@@ -25,6 +29,8 @@ def role_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[s
             owner = files.get(c.target[0])
             function = owner.functions.get(c.target[1]) if owner is not None and c.target[0] != path else None
             if function is None or not function.param_roles:
+                continue
+            if c.target[0] in read_only and not function.threaded_before:
                 continue
             keys = []
             for name, role in function.param_roles:

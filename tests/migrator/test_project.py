@@ -723,7 +723,12 @@ def test_a_download_in_a_helper_of_another_file_runs_on_the_main_process_first(t
     assert "    with accelerator.main_process_first():\n        train_loader = make_loader(\"mnist\", 8)\n" in after, after
     assert results["data.py"].after in (None, data)
     alone = _results([os.path.join(root, "train.py")])["train.py"]
-    assert "main_process_first" not in (alone.after or "")  # alone, the helper cannot be read
+    assert "with accelerator.main_process_first():" in alone.after  # alone, the helper beside it is read
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    (tmp_path / "train.py").rename(moved / "train.py")
+    away = _results([str(moved / "train.py")])["train.py"]
+    assert "main_process_first" not in (away.after or "")  # nothing imports a data.py from there
 
 
 def test_a_module_named_like_a_library_is_the_projects_when_it_exports_what_the_library_does_not(tmp_path) -> None:
@@ -919,7 +924,7 @@ def test_a_function_of_the_run_given_only_the_model_is_named_as_left_alone(tmp_p
     root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "evaluate.py": evaluate})
     results = _results([root])
     told = [f for f in results["train.py"].findings if f.code == "AM914" and "`evaluate` from module `evaluate`" in f.message]
-    assert len(told) == 1 and "is in this run" in told[0].message and "migrate `evaluate` as well" not in told[0].message
+    assert len(told) == 1 and "is read with this run" in told[0].message and "migrate `evaluate` as well" not in told[0].message
 
 
 def test_a_meter_class_of_another_file_is_summed_across_processes(tmp_path) -> None:
