@@ -205,8 +205,11 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     # file the run only reads may be a tool of its own (a search script starting runs)
     launched = project.launched(sources, files, read_only) if read_only else set()
     callers = {p: f for p, f in files.items() if p not in read_only or p in launched}
-    by_callers = {"project_entered", "project_called"}
-    found = {f: readers[f](sources, callers if f in by_callers else files) for f in wanted if f != "project_roles"}
+    # where the set-up is created is the run's files' own decision: a file only read
+    # never makes a helper of the run the place of a new Accelerator
+    own = {p: replace(f, calls=[]) if p in read_only else f for p, f in files.items()}
+    views = {"project_called": callers, "project_entered": own, "project_enters": own}
+    found = {f: readers[f](sources, views.get(f, files)) for f in wanted if f != "project_roles"}
     if "project_roles" in wanted:
         found["project_roles"] = project.role_calls(sources, files, read_only)
     for item in readable:
@@ -242,7 +245,11 @@ def _as_one_program(items: list[_File], store: Cache | None, around: list[_File]
     files = project.index({i.path: i.source.data for i in readable if i.path in involved})
     if not project.candidates(files, read_only=read_only):
         return
-    outside = {i.path: i.source.data.decode("utf-8", "replace") for i in around if i.path not in files}
+    beside = {os.path.dirname(os.path.abspath(i.path)) for i in mine}  # a caller there would not be updated
+    outside = {
+        i.path: i.source.data.decode("utf-8", "replace") for i in around
+        if i.path not in files and os.path.dirname(os.path.abspath(i.path)) in beside
+    }
     for item in items:  # notebooks, and files the index cannot parse: callers it cannot follow
         if item.source is not None and item.path not in files and (item.path in involved or item not in mine):
             outside[item.path] = item.source.data.decode("utf-8", "replace")
@@ -266,7 +273,8 @@ def _as_one_program(items: list[_File], store: Cache | None, around: list[_File]
 
     # decided on what the migration would write, also for --lint (it then reports that)
     outcome, results = project.decide(files, migrate, target, outside, read_only)
-    whole = project.evaluations_left_whole(files, results, outcome.threaded)
+    read = {p: by_path[p].source.data.decode("utf-8", "replace") for p in read_only if p in files}
+    whole = project.evaluations_left_whole(files, results, outcome.threaded, read)
     for path, result in results.items():
         if path in read_only:
             continue

@@ -22,11 +22,16 @@ _SHARE_CODES = frozenset({"AM503", "AM513", "AM514", "AM515", "AM522", "AM913"})
 
 def evaluations_left_whole(
     files: dict[str, FileIndex], results: dict[str, FileResult], threaded: frozenset[tuple[str, str]],
+    read: dict[str, str] | None = None,
 ) -> dict[str, frozenset[str]]:
     """Engine path → its evaluation functions and classes (no backward, no step) left unthreaded that
     every caller in the run hands only loaders it did not prepare (read in the migrated
-    caller: a loader may be handed as it was before prepare(), under another name)."""
-    migrated = {path: _calls_and_prepared(r.after) for path, r in results.items()}
+    caller: a loader may be handed as it was before prepare(), under another name; in a
+    file the run only reads (`read`: path → text), as it stands once it prepares: one
+    that does not is still to be migrated, and may prepare what it hands over)."""
+    settled = {path: _calls_and_prepared(text) for path, text in (read or {}).items()}
+    migrated = {path: found for path, found in settled.items() if found[1]}
+    migrated |= {path: _calls_and_prepared(r.after) for path, r in results.items()}
     seen: dict[tuple[str, str], bool] = {}
     for caller in files.values():
         for call in caller.calls:
