@@ -64,6 +64,7 @@ class Config:
     project_writers: tuple[tuple[str, int], ...] = ()  # calls of other files' helpers that only write a file: (spelling, path position or -1)
     project_enters: tuple[str, ...] = ()  # calls of other files' classes/functions that create the Accelerator themselves
     project_meters: tuple[str, ...] = ()  # calls of other files' running-meter classes (project/meters.py)
+    project_loggers: tuple[str, ...] = ()  # calls of other files' classes that keep a TensorBoard writer (project/loggers.py)
     project_unused: tuple[tuple[str, str], ...] = ()  # model classes with unused parameters: call -> what (project/unused.py)
     # calls of distribution helpers of other files: (spelling, kind, attributes, print helper) (project/dist_helpers.py)
     project_distribution: tuple[tuple[str, str, tuple[tuple[str, str], ...], str], ...] = ()

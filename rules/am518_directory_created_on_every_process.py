@@ -15,7 +15,9 @@ _TOLERATED = {"OSError", "FileExistsError", "Exception", "IOError"}
 
 class DirectoryCreatedOnEveryProcess(Rule):
     """## What it does
-    In a script being migrated, adds `exist_ok=True` to `os.makedirs(path)` under
+    In a script being migrated (or a file of the run whose code runs on every process: a
+    helper other files call, a script that starts a class creating the Accelerator
+    itself), adds `exist_ok=True` to `os.makedirs(path)` under
     `if not os.path.exists(path):` (or `os.path.isdir`, also as one of the terms of an
     `and`), turns `os.mkdir(path)` under such a test into
     `os.makedirs(path, exist_ok=True)`, and reports an `os.makedirs` or `os.mkdir` that
@@ -75,8 +77,13 @@ class DirectoryCreatedOnEveryProcess(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
-        if not analysis.migrating and not self.ctx.config.project_called:
-            return  # a helper file of a run: its functions the other files call run on every process
+        config = self.ctx.config
+        # a helper file of a run: its functions the other files call run on every process;
+        # a file that starts a class of the run creating the Accelerator itself runs on
+        # every process too (StarGAN's main.py making the Solver's folders)
+        entering = bool(config.project_enters) and not analysis.accelerator_names
+        if not analysis.migrating and not config.project_called and not entering:
+            return
         for fact in analysis.facts.calls:
             qualified = fact.qualified or ""
             if qualified not in ("os.makedirs", "os.mkdir"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis import dotted_name
 from migrator.analysis.reach import called_by_other_files
 from migrator.cst import adjacent_runs, wrap_statements
 from migrator.edits import Fix, replace
@@ -15,6 +16,8 @@ _WRITERS = {
     "torch.utils.tensorboard.writer.SummaryWriter",
     "tensorboardX.SummaryWriter",
     "tensorboard_logger.Logger",
+    "tensorflow.summary.FileWriter",
+    "tensorflow.compat.v1.summary.FileWriter",
 }
 # Calls that start a run of a hosted tracker: one per process.
 _RUNS = {"wandb.init", "mlflow.start_run", "tensorboard_logger.configure"}
@@ -23,7 +26,8 @@ _RUNS = {"wandb.init", "mlflow.start_run", "tensorboard_logger.configure"}
 class ExperimentLoggerOnEveryProcess(Rule):
     """## What it does
     In a script being migrated, puts a TensorBoard writer (`SummaryWriter(...)` of
-    torch.utils.tensorboard or tensorboardX, `tensorboard_logger.Logger(...)`) on the main
+    torch.utils.tensorboard or tensorboardX, `tensorboard_logger.Logger(...)`,
+    TensorFlow 1's `tf.summary.FileWriter(...)`) on the main
     process: its creation and each statement that calls one of its methods
     (`writer.add_scalar(...)`, `writer.close()`) go under `if accelerator.is_main_process:`
     (statements one after another share one `if`). A logger the fix cannot follow, and a
@@ -59,9 +63,14 @@ class ExperimentLoggerOnEveryProcess(Rule):
     function, stored and read elsewhere, or whose `log_dir` names a path, would be missing
     on the other processes; it is reported instead.
 
+    A class of another file of the run that keeps such a writer (`self.writer =
+    tf.summary.FileWriter(log_dir)` in its `__init__`, StarGAN's `Logger`) is one too.
+
     ## Known limits
-    Only a writer bound to a plain name by an assignment of its own line is fixed; a
-    writer on `self` and wandb's module functions are reported.
+    Only a writer bound by an assignment of its own line, to a plain name or to an
+    attribute of `self` (each use then `self.writer.method(...)` on its own line in the
+    same class, the attribute bound nowhere else), is fixed; wandb's module functions are
+    reported.
     """
 
     code = "AM520"
@@ -88,6 +97,7 @@ class ExperimentLoggerOnEveryProcess(Rule):
         analysis = self.analysis
         if not analysis.migrating:
             return
+        project = set(self.ctx.config.project_loggers)  # another file's class keeping a writer
         for fact in analysis.facts.calls:
             qualified = fact.qualified or ""
             call = fact.node
@@ -95,17 +105,17 @@ class ExperimentLoggerOnEveryProcess(Rule):
             if qualified in _RUNS:
                 if not self._main_only(call):
                     self.report(call, call=shown, note=" (left as written: start it on the main process only and guard what logs to it)")
-            elif qualified in _WRITERS and not self._main_only(call):
+            elif (qualified in _WRITERS or dotted_name(call.func) in project) and not self._main_only(call):
                 self._writer(call, shown)
 
     def _writer(self, call: cst.Call, shown: str) -> None:
         analysis = self.analysis
-        binding = self._binding_line(call)
+        binding = self._binding_line(call) or self._attribute_binding(call)
         if binding is None:
             self.report(call, call=shown, note=" (left as written: create it on the main process only and guard its uses)")
             return
         line, name = binding
-        uses = self._use_lines(name, line)
+        uses = self._use_lines(name, line) if "." not in name else self._attribute_uses(name, line)
         if uses is None or any(analysis.accelerator_at(u) is None for u in [line, *uses]):
             why = "it is used in a way the fix cannot follow" if uses is None else "the Accelerator does not reach every use"
             self.report(call, call=shown, note=f" (left as written: {why}; create it on the main process only and guard its uses)")
@@ -127,8 +137,21 @@ class ExperimentLoggerOnEveryProcess(Rule):
         function = branches.function_of(call)
         if function is None:
             return False
-        unreached = not branches.callers(function) and not called_by_other_files(self.analysis, function, self.ctx.config.run_callers)
-        return unreached or branches.runs_only_on_main(call)
+        reached = (
+            branches.callers(function) or called_by_other_files(self.analysis, function, self.ctx.config.run_callers)
+            or self._constructed_here(function)
+        )
+        return not reached or branches.runs_only_on_main(call)
+
+    def _constructed_here(self, function: cst.FunctionDef) -> bool:
+        """A method of a class this file builds (`Trainer("runs").fit(3)`): its methods
+        run where the instance does, on every process."""
+        cls = self.analysis.parent(function)
+        while cls is not None and not isinstance(cls, (cst.ClassDef, cst.Module)):
+            cls = self.analysis.parent(cls)
+        if not isinstance(cls, cst.ClassDef):
+            return False
+        return any(isinstance(c.node.func, cst.Name) and c.node.func.value == cls.name.value for c in self.analysis.facts.calls)
 
     def _binding_line(self, call: cst.Call) -> tuple[cst.SimpleStatementLine, str] | None:
         """`writer = SummaryWriter(...)` alone on its line: (the line, the name)."""
@@ -143,6 +166,51 @@ class ExperimentLoggerOnEveryProcess(Rule):
         if sum(1 for b in analysis.facts.bindings if b.name == target.value) != 1:
             return None  # bound again somewhere: which one a use reads is not clear
         return line, target.value
+
+    def _attribute_binding(self, call: cst.Call) -> tuple[cst.SimpleStatementLine, str] | None:
+        """`self.writer = SummaryWriter(...)` alone on its line in a method, the attribute
+        bound nowhere else in the file: (the line, "self.writer")."""
+        analysis = self.analysis
+        assign = analysis.parent(call)
+        line = analysis.parent(assign) if isinstance(assign, cst.Assign) else None
+        if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1 or len(assign.targets) != 1:
+            return None
+        target = assign.targets[0].target
+        name = dotted_name(target) if isinstance(target, cst.Attribute) else None
+        if name is None or name.count(".") != 1 or not name.startswith("self."):
+            return None
+        if not isinstance(analysis.parent(line), cst.IndentedBlock) or analysis.branches.function_of(call) is None:
+            return None
+        if sum(1 for b in analysis.facts.bindings if b.name == name) != 1:
+            return None
+        return line, name
+
+    def _attribute_uses(self, name: str, binding: cst.SimpleStatementLine) -> list[cst.SimpleStatementLine] | None:
+        """The lines of the binding's class that use `self.<attr>`, each
+        `self.<attr>.method(...)` alone on its line; None when a use is anything else or
+        the class is not where the binding is."""
+        analysis = self.analysis
+        cls = analysis.parent(binding)
+        while cls is not None and not isinstance(cls, cst.ClassDef):
+            cls = analysis.parent(cls)
+        if cls is None:
+            return None
+        attr = name.split(".", 1)[1]
+        out: list[cst.SimpleStatementLine] = []
+        for node in analysis.nodes_under(cls, "Attribute"):
+            if not (node.attr.value == attr and isinstance(node.value, cst.Name) and node.value.value == "self"):
+                continue
+            parent = analysis.parent(node)
+            if isinstance(parent, cst.AssignTarget):
+                continue  # the binding itself
+            call = analysis.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
+            expr = analysis.parent(call) if isinstance(call, cst.Call) and call.func is parent else None
+            line = analysis.parent(expr) if isinstance(expr, cst.Expr) else None
+            if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1 or not isinstance(analysis.parent(line), cst.IndentedBlock):
+                return None
+            if not any(line is seen for seen in out):
+                out.append(line)
+        return out
 
     def _use_lines(self, name: str, binding: cst.SimpleStatementLine) -> list[cst.SimpleStatementLine] | None:
         """The statement lines using `name`, each `name.method(...)` alone on its line;

@@ -42,6 +42,7 @@ from migrator.project.downloads import download_calls
 from migrator.project.entries import called_elsewhere, entered_calls, entering_calls, launched
 from migrator.project.decide import Outcome, decide, state_calls, with_unthreaded
 from migrator.project.index import Call, FileIndex, Function, candidates, index, linked
+from migrator.project.loggers import logger_calls
 from migrator.project.meters import meter_calls
 from migrator.project.param_roles import role_calls
 from migrator.project.stub import SEPARATOR, STUB, with_stub, without_stub
@@ -51,5 +52,5 @@ from migrator.project.writers import writer_calls
 
 __all__ = [
     "Call", "FileIndex", "Function", "Outcome", "SEPARATOR", "STUB",
-    "called_elsewhere", "candidates", "decide", "distribution_calls", "download_calls", "entered_calls", "entering_calls", "evaluations_left_whole", "index", "launched", "linked", "meter_calls", "role_calls", "state_calls", "unused_models", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls",
+    "called_elsewhere", "candidates", "decide", "distribution_calls", "download_calls", "entered_calls", "entering_calls", "evaluations_left_whole", "index", "launched", "linked", "logger_calls", "meter_calls", "role_calls", "state_calls", "unused_models", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls",
 ]

@@ -1009,6 +1009,53 @@ def test_a_class_that_sets_itself_up_is_not_sent_the_accelerator(tmp_path) -> No
     assert not [f for f in results["main.py"].findings if f.code == "AM914"], results["main.py"].findings
 
 
+def test_folders_made_before_a_class_that_sets_itself_up_tolerate_each_other(tmp_path) -> None:
+    """StarGAN's main.py makes its output folders, then builds a Solver that creates the
+    Accelerator itself: every process runs main.py, so its `os.makedirs` under an
+    existence test gets `exist_ok=True` though the file has no Accelerator of its own."""
+    main = (
+        "import os\nimport torch\nfrom trainer import Trainer\n\n\ndef main(out):\n"
+        "    if not os.path.exists(out):\n        os.makedirs(out)\n"
+        "    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randn(8, 1)))\n"
+        "    Trainer(loader).fit()\n\n\nif __name__ == '__main__':\n    main('samples')\n"
+    )
+    results = _results([_project(tmp_path, **{"main.py": main, "trainer.py": _SELF_BUILT})])
+    assert "self.accelerator = Accelerator()" in (results["trainer.py"].after or "")
+    assert "        os.makedirs(out, exist_ok=True)\n" in results["main.py"].after
+    alone = _results([str(tmp_path / "main.py")])["main.py"]  # the trainer beside it is read
+    assert "os.makedirs(out, exist_ok=True)" in alone.after
+    (tmp_path / "trainer.py").unlink()
+    assert _results([str(tmp_path / "main.py")])["main.py"].after == main  # nothing says it is launched
+
+
+def test_a_logger_class_of_another_file_that_keeps_a_writer_is_the_main_process_s(tmp_path) -> None:
+    """StarGAN: logger.py wraps `tf.summary.FileWriter` in a class; the solver imports it
+    inside a method and keeps it on `self`. Its creation and its writes go to the main
+    process, as a SummaryWriter's do; a class that keeps no writer is left alone."""
+    logger = (
+        "import tensorflow as tf\n\n\nclass Logger(object):\n    def __init__(self, log_dir):\n"
+        "        self.writer = tf.summary.FileWriter(log_dir)\n\n    def scalar_summary(self, tag, value, step):\n"
+        "        self.writer.add_summary(tf.Summary(value=[tf.Summary.Value(tag=tag, simple_value=value)]), step)\n\n\n"
+        "class Quiet(object):\n    def __init__(self, log_dir):\n        self.path = log_dir\n\n    def scalar_summary(self, tag, value, step):\n        pass\n"
+    )
+    solver = _SELF_BUILT.replace("class Trainer", "class Solver").replace(
+        "            self.optimizer.step()\n",
+        "            self.optimizer.step()\n            self.logger.scalar_summary('loss', 1.0, 0)\n            self.quiet.scalar_summary('loss', 1.0, 0)\n",
+    )
+    solver = solver.replace("    def fit(self):", "    def build_tensorboard(self):\n        from logger import Logger, Quiet\n"
+                            "        self.logger = Logger('runs')\n        self.quiet = Quiet('runs')\n\n    def fit(self):")
+    solver = solver.replace("        self.loader = loader\n", "        self.loader = loader\n        self.build_tensorboard()\n")
+    assert "self.build_tensorboard()" in solver and "self.logger.scalar_summary" in solver
+    main = "import torch\nfrom solver import Solver\n\n\ndef main():\n    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randn(8, 1)))\n    Solver(loader).fit()\n\n\nif __name__ == '__main__':\n    main()\n"
+    results = _results([_project(tmp_path, **{"main.py": main, "solver.py": solver, "logger.py": logger})])
+    after = results["solver.py"].after
+    assert "        if self.accelerator.is_main_process:\n            self.logger = Logger('runs')\n" in after, after
+    assert "            if self.accelerator.is_main_process:\n                self.logger.scalar_summary('loss', 1.0, 0)\n" in after
+    assert "        self.quiet = Quiet('runs')\n" in after and "self.quiet.scalar_summary('loss', 1.0, 0)\n" in after
+    assert "\n            self.quiet.scalar_summary" in after  # not moved under an `if`
+    assert results["logger.py"].after == logger
+
+
 def test_directories_made_by_code_other_files_run_tolerate_each_other(tmp_path) -> None:
     """`if not os.path.exists(d): os.makedirs(d)` in a Trainer's __init__ that main.py
     constructs, and in a helper of a file with no training code that main.py calls: every
