@@ -50,11 +50,19 @@ def logger_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict
     return out
 
 
+# What a class that trains does: it is a trainer keeping a writer, not a logger (SimCLR's
+# trainer class keeps a SummaryWriter; building it on the main process only would be wrong).
+_TRAINS = {"backward", "step", "zero_grad", "parameters", "train", "eval"}
+
+
 def _wrapping_classes(tree: ast.Module) -> set[str]:
-    """Top-level classes whose `__init__` keeps a writer: `self.x = ...SummaryWriter(...)`."""
+    """Top-level classes whose `__init__` keeps a writer (`self.x = ...SummaryWriter(...)`)
+    and that do nothing else a training class does: no loop, no backward, no step."""
     out = set()
     for node in tree.body:
-        if not isinstance(node, ast.ClassDef):
+        if not isinstance(node, ast.ClassDef) or any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(node)):
+            continue
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _TRAINS for n in ast.walk(node)):
             continue
         init = next((m for m in node.body if isinstance(m, ast.FunctionDef) and m.name == "__init__"), None)
         for statement in ast.walk(init) if init is not None else ():

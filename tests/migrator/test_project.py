@@ -1056,6 +1056,17 @@ def test_a_logger_class_of_another_file_that_keeps_a_writer_is_the_main_process_
     assert results["logger.py"].after == logger
 
 
+def test_a_trainer_class_that_keeps_a_writer_is_not_a_logger() -> None:
+    """SimCLR's trainer keeps a SummaryWriter in __init__ but trains: building it on the
+    main process only would leave the others without a trainer."""
+    logs = "from torch.utils.tensorboard import SummaryWriter\n\n\nclass Board:\n    def __init__(self):\n        self.writer = SummaryWriter()\n"
+    trainer = logs.replace("class Board", "class SimCLR") + "\n    def train(self, loader):\n        for x in loader:\n            self.optimizer.step()\n"
+    main = "from logs import Board\nfrom simclr import SimCLR\n\nBoard()\nSimCLR().train([])\n"
+    sources = {"logs.py": logs, "simclr.py": trainer, "main.py": main}
+    found = project.logger_calls({p: t.encode() for p, t in sources.items()}, project.index(sources))
+    assert found == {"main.py": ("Board",)}
+
+
 def test_directories_made_by_code_other_files_run_tolerate_each_other(tmp_path) -> None:
     """`if not os.path.exists(d): os.makedirs(d)` in a Trainer's __init__ that main.py
     constructs, and in a helper of a file with no training code that main.py calls: every
