@@ -7,6 +7,7 @@ whose files all come from the cache never pays for importing them.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
@@ -40,10 +41,18 @@ def _syntax_error_place(source: str | bytes, path: str, exc: cst.ParserSyntaxErr
         compile(source, path, "exec", dont_inherit=True)
     except SyntaxError as err:
         if err.lineno:
-            return err.lineno, err.offset or 1, err.msg
+            return err.lineno, err.offset or 1, err.msg + _older_python_hint(err.text or "", err.offset or 1)
     except ValueError:
         pass
     return exc.editor_line, exc.editor_column, exc.message
+
+
+def _older_python_hint(line: str, col: int) -> str:
+    """Why code written for an older Python fails here, where it is a known rename: PyTorch
+    before 0.4 spelled `non_blocking` as `async`, a keyword since Python 3.7."""
+    if re.match(r"async\s*=", line[max(col - 1, 0):]):
+        return " (`async` is a keyword since Python 3.7: PyTorch calls this argument `non_blocking=`)"
+    return ""
 
 
 def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | None = None) -> FileResult:

@@ -258,6 +258,16 @@ def test_cli_syntax_error(tmp_path):
     assert "error: cannot parse: " in proc.stderr
 
 
+def test_cli_syntax_error_of_pre_0_4_pytorch_names_the_rename(tmp_path):
+    """`.cuda(async=True)` (PyTorch before 0.4) no longer parses: the error says what to write."""
+    (tmp_path / "old.py").write_text("import torch\nx = torch.zeros(2).cuda(async=True)\n")
+    proc = run_cli("old.py", "--diff", cwd=tmp_path)
+    _assert_one_error_line(proc, "old.py:2:")
+    assert "`async` is a keyword since Python 3.7: PyTorch calls this argument `non_blocking=`" in proc.stderr
+    (tmp_path / "old.py").write_text("import torch\nasync = 1\n")  # another misuse: no rename to suggest
+    assert "non_blocking" not in run_cli("old.py", "--diff", cwd=tmp_path).stderr
+
+
 def test_cli_undecodable_bytes(tmp_path):
     (tmp_path / "bad.py").write_bytes(b"import torch\nx = '\xff'\n")
     proc = run_cli("bad.py", "--lint", cwd=tmp_path)
