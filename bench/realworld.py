@@ -461,7 +461,36 @@ def read(path: Path) -> str | None:
         return None
 
 
-def run_unit(unit: Unit, mirrors: Path, out: Path, tool: Path) -> list[FileReport]:
+# Notes on a migration the first run wrote, and refusals of one: a lint of the result does
+# not say them again.
+_NOT_RELINTED = ("AM921", "AM95")
+
+
+def hook_view(unit: Unit, out: Path, tool: Path, first: list[ReportedFinding]) -> dict[str, list[str]]:
+    """What the pre-commit hook says of a migrated group: `--lint` of all its files, then of
+    each alone, in OUT/migrated (written to OUT/hook/<unit>.txt). For each file, how the
+    lint alone and the lint of the group differ from what the first run left for a human
+    (codes added `+` or missing `-`): the second run should say the same, the lint alone too."""
+    targets = [unit.relpath(e) for e in unit.entries]
+    together = run_cli([*targets, "--lint"], out / "migrated", tool)
+    texts = [f"### --lint {' '.join(targets)}\n{together.stdout}{together.stderr}"]
+    grouped = parse_findings(together.stdout)
+    differences: dict[str, list[str]] = {}
+    for target in targets:
+        alone = run_cli([target, "--lint"], out / "migrated", tool)
+        texts.append(f"### --lint {target}\n{alone.stdout}{alone.stderr}")
+        left = Counter(f.code for f in first if f.path == target and not f.code.startswith(_NOT_RELINTED))
+        for label, found in (("again", grouped), ("alone", parse_findings(alone.stdout))):
+            said = Counter(f.code for f in found if f.path == target)
+            changed = [f"+{c}" for c in sorted((said - left).elements())] + [f"-{c}" for c in sorted((left - said).elements())]
+            if changed:
+                differences.setdefault(target, []).append(f"hook {label}: {' '.join(changed)}")
+    (out / "hook").mkdir(exist_ok=True)
+    (out / "hook" / f"{unit.name}.txt").write_text("\n".join(texts), encoding="utf-8")
+    return differences
+
+
+def run_unit(unit: Unit, mirrors: Path, out: Path, tool: Path, hook: bool = False) -> list[FileReport]:
     """Materialize, migrate (--diff, --write on a copy, --write again) and judge each file."""
     reports = [
         FileReport(e.key, e.manifest, f"{e.repo}@{e.commit[:10]}:{e.path}") for e in unit.entries
@@ -483,6 +512,8 @@ def run_unit(unit: Unit, mirrors: Path, out: Path, tool: Path) -> list[FileRepor
     fresh_copy(out / "migrated" / unit.name, out / "again" / unit.name)
     second = run_cli([*targets, "--write"], out / "again", tool)
     findings = parse_findings(diff.stdout)
+    first = findings if hook else []  # --diff shows only what is left for a human
+    hooked = hook_view(unit, out, tool, first) if hook and unit.entries[0].group is not None else {}
     # a run given a file Python cannot parse exits 2 by design (the file is named, the
     # others are still migrated): the others are judged by what the run did to them
     unparsable = any(
@@ -499,6 +530,7 @@ def run_unit(unit: Unit, mirrors: Path, out: Path, tool: Path) -> list[FileRepor
         runs = {"--diff": diff, "--write": write, "second --write": second}
         codes = {label: 1 if unparsable and run.returncode == 2 else run.returncode for label, run in runs.items()}
         judge(report, original, read(out / "migrated" / rel), read(out / "again" / rel), mine, codes)
+        report.details += hooked.get(rel, [])
         if report.status == "crash":
             report.details += [
                 f"{label} exit 2: {(run.stdout + run.stderr).strip().splitlines()[-1:]}"
@@ -527,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], help="keep units whose name or manifest contains this (repeatable)")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="units run at a time")
     parser.add_argument("--at", metavar="REV", help="run the migrator of this commit (exported to OUT/tool), not the working tree")
+    parser.add_argument("--hook", action="store_true", help="also lint each migrated group as the pre-commit hook does (OUT/hook/), noting differences")
     args = parser.parse_args(argv)
     try:
         entries = load_manifests(None if args.no_dev else args.dev, args.corpus)
@@ -554,7 +587,7 @@ def main(argv: list[str] | None = None) -> int:
     commit = tool_commit(args.at)
     tool = freeze_tool(args.at, args.out) if args.at else ROOT
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        reports = [r for batch in pool.map(lambda u: run_unit(u, args.mirrors, args.out, tool), units) for r in batch]
+        reports = [r for batch in pool.map(lambda u: run_unit(u, args.mirrors, args.out, tool, args.hook), units) for r in batch]
     for report in reports:
         print(report.line())
         for detail in report.details:

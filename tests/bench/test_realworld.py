@@ -233,6 +233,13 @@ def test_a_group_runs_in_its_checkout_and_a_caller_beside_it_keeps_the_function(
     engine = (out / "migrated" / "someone+project@run" / "engine.py").read_text()
     assert "def evaluate(loader, model, device):" in engine  # report.py would not be updated
     assert (out / "migrated" / "someone+project@run" / "report.py").read_text() == (checkout / "report.py").read_text()
+    # --hook: the migrated group linted as the pre-commit hook does, together and file by file
+    hooked = tmp_path / "hooked"
+    assert realworld.main([*argv[:2], "--out", str(hooked), *argv[4:], "--hook"]) == 0
+    view = (hooked / "hook" / "someone+project@run.txt").read_text()
+    assert "### --lint someone+project@run/engine.py\n" in view
+    details = [d for f in json.loads((hooked / "summary.json").read_text())["files"] for d in f["details"]]
+    assert not [d for d in details if d.startswith("hook ")], details  # it says what the first run left
 
 
 # --------------------------------------------------------------------------- REALWORLD.md table
