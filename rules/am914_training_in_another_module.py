@@ -31,12 +31,12 @@ _UNREACHED = (
     "(its own findings say what it needs)"
 )
 _LEFT_ALONE = (
-    "`{module}` is read with this run, but this function is left without the Accelerator (a caller the "
+    "`{module}` is part of this project, but this function is left without the Accelerator (a caller the "
     "run does not change, or a migration that would not be whole: its own findings say what it needs)"
 )
 # An evaluation on loaders left whole computes on all the data: nothing of it is missing.
 _LEFT_WHOLE = (
-    "`{module}` is read with this run, but this function is left without the Accelerator (a caller the "
+    "`{module}` is part of this project, but this function is left without the Accelerator (a caller the "
     "run does not change, outputs it hands back whole for this file to take apart, or a migration "
     "that would not be whole)"
 )

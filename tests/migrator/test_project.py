@@ -924,7 +924,7 @@ def test_a_function_of_the_run_given_only_the_model_is_named_as_left_alone(tmp_p
     root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "evaluate.py": evaluate})
     results = _results([root])
     told = [f for f in results["train.py"].findings if f.code == "AM914" and "`evaluate` from module `evaluate`" in f.message]
-    assert len(told) == 1 and "is read with this run" in told[0].message and "migrate `evaluate` as well" not in told[0].message
+    assert len(told) == 1 and "is part of this project" in told[0].message and "migrate `evaluate` as well" not in told[0].message
 
 
 def test_a_meter_class_of_another_file_is_summed_across_processes(tmp_path) -> None:
