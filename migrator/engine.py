@@ -254,11 +254,11 @@ def migrate_verified(
     """migrate_module, then hold the result to what a distributed program needs
     (migrator/verify/). A result that fails is not kept: the module comes back as it was,
     with the findings a lint run gives (none of them fixed) and one finding per reason."""
+    if not config.fix:
+        return _lint(module, path, config, rules, source)
     outcome = migrate_module(module, path, config, rules, source=source)
     if outcome.code == source:
         return _not_silent(outcome, path, source)
-    if not config.fix:
-        return outcome
     verify(outcome.code, path)
     from migrator.verify import verify as verify_migration  # pyflakes loads only when needed
 
@@ -271,6 +271,19 @@ def migrate_verified(
     kept = tuple(replace(f, fixable=False, unsafe_fix=False) for f in lint.findings)
     refusals = tuple(_refusal(path, p) for p in [*problems, *_unsafe_to_write(lint)] if p.blocking)
     return EngineOutcome(module, kept + refusals, code=source)
+
+
+def _lint(module: cst.Module, path: str, config: Config, rules: Sequence[type[Rule]], source: str) -> EngineOutcome:
+    """The findings of a lint (`--lint`, the pre-commit hook), which promise a fix only
+    where `--write` would make it: when some finding is fixable, the migration is made and
+    verified too, and a migration that would be refused gives its findings as `--diff`
+    does (none fixable, with the reasons it is left as written)."""
+    outcome = migrate_module(module, path, config, rules, source=source)
+    if not any(f.fixable for f in outcome.findings):
+        return _not_silent(outcome, path, source)
+    written = migrate_verified(module, path, replace(config, fix=True), rules, source)
+    refused = written.code == source and any(f.code.startswith("AM95") for f in written.findings)
+    return replace(written, code=outcome.code) if refused else outcome
 
 
 # Findings of the rules that make any migration of the file wrong: it is not written.
