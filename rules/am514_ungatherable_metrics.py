@@ -44,7 +44,7 @@ class UngatherableMetrics(Rule):
 
     code = "AM514"
     name = "ungatherable-metrics"
-    message = "`{metric}` counts only this process's share of the evaluation data, and {reason}"
+    message = "`{metric}` counts only this process's share of the evaluation data (left as written: {reason})"
     examples = (
         Example(
             before=(
