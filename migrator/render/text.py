@@ -150,7 +150,7 @@ def _migration_summary(report: RunReport, shown: list[Finding]) -> str:
     if refused:
         left += f" {_plural(refused, 'file')} left as written: the migration would not be coherent (AM95x findings say why)."
     if not changed:
-        return ("Nothing migrated." if refused else "Nothing to migrate.") + left
+        return ("Nothing migrated." if refused or report.failed else "Nothing to migrate.") + left
     if report.mode is Mode.WRITE:
         return f"Migrated {_plural(changed, 'file')} ({fixes}).{left}"
     return f"{_plural(changed, 'file')} would be migrated ({fixes}).{left} Run with --write to apply."

@@ -264,6 +264,7 @@ def test_cli_syntax_error_of_pre_0_4_pytorch_names_the_rename(tmp_path):
     proc = run_cli("old.py", "--diff", cwd=tmp_path)
     _assert_one_error_line(proc, "old.py:2:")
     assert "`async` is a keyword since Python 3.7: PyTorch calls this argument `non_blocking=`" in proc.stderr
+    assert "Nothing migrated." in proc.stderr and "Nothing to migrate" not in proc.stderr  # the file still needs it
     (tmp_path / "old.py").write_text("import torch\nasync = 1\n")  # another misuse: no rename to suggest
     assert "non_blocking" not in run_cli("old.py", "--diff", cwd=tmp_path).stderr
 
