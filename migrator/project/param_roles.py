@@ -20,8 +20,9 @@ def role_calls(
 ) -> dict[str, tuple[tuple[str, tuple[tuple[str, str], ...]], ...]]:
     """For each file of the run that calls such a function of another file: (the call as
     spelled there, ((position or parameter name, role), ...)), as Config.project_roles takes them.
-    A function of a file the run only reads speaks only when an earlier run threaded it:
-    otherwise its caller would be prepared for an engine that stays as written."""
+    A function of a file the run only reads speaks only when an earlier run threaded it or
+    its caller has an Accelerator already: otherwise the caller would be prepared for an
+    engine that stays as written."""
     out = {}
     for path, f in files.items():
         calls = set()
@@ -30,8 +31,8 @@ def role_calls(
             function = owner.functions.get(c.target[1]) if owner is not None and c.target[0] != path else None
             if function is None or not function.param_roles:
                 continue
-            if c.target[0] in read_only and not function.threaded_before:
-                continue
+            if c.target[0] in read_only and not function.threaded_before and b"Accelerator(" not in sources.get(path, b""):
+                continue  # a caller set up already (a migrated file) prepares nothing new for it
             keys = []
             for name, role in function.param_roles:
                 keys.append((name, role))

@@ -820,6 +820,13 @@ def test_an_evaluation_returning_whole_batches_of_outputs_keeps_its_loader_whole
     left = [f for f in results["train.py"].findings if f.code == "AM914" and not f.fixed]
     assert len(left) == 1 and "`test_loader` unprepared" in left[0].message
     assert "outputs it hands back whole" in left[0].message and "its own findings" not in left[0].message
+    # migrated, each file linted alone (the pre-commit hook) says what the lint of both says
+    list(migrate_paths([root], Config(), write=True))
+    both = {os.path.basename(r.path): r.findings for r in migrate_paths([root], Config(fix=False))}
+    for name in ("train.py", "engine.py"):
+        alone = next(iter(migrate_paths([os.path.join(root, name)], Config(fix=False)))).findings
+        assert [(f.code, f.message) for f in alone] == [(f.code, f.message) for f in both[name]], name
+    assert "`test_loader` unprepared" in both["train.py"][0].message
 
 
 def test_the_index_sees_through_a_progress_bar_and_whole_output_batches() -> None:
