@@ -110,12 +110,12 @@ class ExperimentLoggerOnEveryProcess(Rule):
 
     def _writer(self, call: cst.Call, shown: str) -> None:
         analysis = self.analysis
-        binding = self._binding_line(call) or self._attribute_binding(call)
+        binding = self._binding(call)
         if binding is None:
             self.report(call, call=shown, note=" (left as written: create it on the main process only and guard its uses)")
             return
         line, name = binding
-        uses = self._use_lines(name, line) if "." not in name else self._attribute_uses(name, line)
+        uses = self._use_lines(name, line)
         if uses is None or any(analysis.accelerator_at(u) is None for u in [line, *uses]):
             why = "it is used in a way the fix cannot follow" if uses is None else "the Accelerator does not reach every use"
             self.report(call, call=shown, note=f" (left as written: {why}; create it on the main process only and guard its uses)")
@@ -146,90 +146,74 @@ class ExperimentLoggerOnEveryProcess(Rule):
     def _constructed_here(self, function: cst.FunctionDef) -> bool:
         """A method of a class this file builds (`Trainer("runs").fit(3)`): its methods
         run where the instance does, on every process."""
-        cls = self.analysis.parent(function)
-        while cls is not None and not isinstance(cls, (cst.ClassDef, cst.Module)):
-            cls = self.analysis.parent(cls)
-        if not isinstance(cls, cst.ClassDef):
-            return False
-        return any(isinstance(c.node.func, cst.Name) and c.node.func.value == cls.name.value for c in self.analysis.facts.calls)
+        cls = self._class_of(function)
+        return cls is not None and any(
+            isinstance(c.node.func, cst.Name) and c.node.func.value == cls.name.value for c in self.analysis.facts.calls
+        )
 
-    def _binding_line(self, call: cst.Call) -> tuple[cst.SimpleStatementLine, str] | None:
-        """`writer = SummaryWriter(...)` alone on its line: (the line, the name)."""
+    def _class_of(self, node: cst.CSTNode) -> cst.ClassDef | None:
+        current = self.analysis.parent(node)
+        while current is not None and not isinstance(current, (cst.ClassDef, cst.Module)):
+            current = self.analysis.parent(current)
+        return current if isinstance(current, cst.ClassDef) else None
+
+    def _binding(self, call: cst.Call) -> tuple[cst.SimpleStatementLine, str] | None:
+        """`writer = SummaryWriter(...)` alone on its line, or `self.writer = ...` alone on
+        its line in a method, bound nowhere else in the file: (the line, the name)."""
         analysis = self.analysis
         assign = analysis.parent(call)
         line = analysis.parent(assign) if isinstance(assign, cst.Assign) else None
         if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1 or len(assign.targets) != 1:
             return None
         target = assign.targets[0].target
-        if not isinstance(target, cst.Name) or not isinstance(analysis.parent(line), (cst.IndentedBlock, cst.Module)):
-            return None
-        if sum(1 for b in analysis.facts.bindings if b.name == target.value) != 1:
-            return None  # bound again somewhere: which one a use reads is not clear
-        return line, target.value
-
-    def _attribute_binding(self, call: cst.Call) -> tuple[cst.SimpleStatementLine, str] | None:
-        """`self.writer = SummaryWriter(...)` alone on its line in a method, the attribute
-        bound nowhere else in the file: (the line, "self.writer")."""
-        analysis = self.analysis
-        assign = analysis.parent(call)
-        line = analysis.parent(assign) if isinstance(assign, cst.Assign) else None
-        if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1 or len(assign.targets) != 1:
-            return None
-        target = assign.targets[0].target
-        name = dotted_name(target) if isinstance(target, cst.Attribute) else None
-        if name is None or name.count(".") != 1 or not name.startswith("self."):
-            return None
-        if not isinstance(analysis.parent(line), cst.IndentedBlock) or analysis.branches.function_of(call) is None:
+        if isinstance(target, cst.Name):
+            name, blocks = target.value, (cst.IndentedBlock, cst.Module)
+        else:
+            name = dotted_name(target) if isinstance(target, cst.Attribute) else None
+            if name is None or name.count(".") != 1 or not name.startswith("self.") or analysis.branches.function_of(call) is None:
+                return None
+            blocks = (cst.IndentedBlock,)
+        if not isinstance(analysis.parent(line), blocks):
             return None
         if sum(1 for b in analysis.facts.bindings if b.name == name) != 1:
-            return None
+            return None  # bound again somewhere: which one a use reads is not clear
         return line, name
 
-    def _attribute_uses(self, name: str, binding: cst.SimpleStatementLine) -> list[cst.SimpleStatementLine] | None:
-        """The lines of the binding's class that use `self.<attr>`, each
-        `self.<attr>.method(...)` alone on its line; None when a use is anything else or
-        the class is not where the binding is."""
+    def _use_lines(self, name: str, binding: cst.SimpleStatementLine) -> list[cst.SimpleStatementLine] | None:
+        """The statement lines using `name` (a plain name, or `self.<attr>` within the
+        binding's class), each `name.method(...)` alone on its line; None when a use is
+        anything else."""
         analysis = self.analysis
-        cls = analysis.parent(binding)
-        while cls is not None and not isinstance(cls, cst.ClassDef):
-            cls = analysis.parent(cls)
-        if cls is None:
-            return None
-        attr = name.split(".", 1)[1]
+        if "." in name:
+            cls = self._class_of(binding)
+            if cls is None:
+                return None
+            attr = name.split(".", 1)[1]
+            receivers = [
+                n for n in analysis.nodes_under(cls, "Attribute")
+                if n.attr.value == attr and isinstance(n.value, cst.Name) and n.value.value == "self"
+                and not isinstance(analysis.parent(n), cst.AssignTarget)
+            ]
+        else:
+            receivers = [load.node for load in analysis.facts.loads if load.name == name]
         out: list[cst.SimpleStatementLine] = []
-        for node in analysis.nodes_under(cls, "Attribute"):
-            if not (node.attr.value == attr and isinstance(node.value, cst.Name) and node.value.value == "self"):
+        for receiver in receivers:
+            line = self._method_call_line(receiver)
+            if line is binding:
                 continue
-            parent = analysis.parent(node)
-            if isinstance(parent, cst.AssignTarget):
-                continue  # the binding itself
-            call = analysis.parent(parent) if isinstance(parent, cst.Attribute) and parent.value is node else None
-            expr = analysis.parent(call) if isinstance(call, cst.Call) and call.func is parent else None
-            line = analysis.parent(expr) if isinstance(expr, cst.Expr) else None
-            if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1 or not isinstance(analysis.parent(line), cst.IndentedBlock):
+            if line is None:
                 return None
             if not any(line is seen for seen in out):
                 out.append(line)
         return out
 
-    def _use_lines(self, name: str, binding: cst.SimpleStatementLine) -> list[cst.SimpleStatementLine] | None:
-        """The statement lines using `name`, each `name.method(...)` alone on its line;
-        None when a use is anything else."""
+    def _method_call_line(self, receiver: cst.CSTNode) -> cst.CSTNode | None:
+        """The statement line that is only `receiver.method(...)`, in a block; else None."""
         analysis = self.analysis
-        out: list[cst.SimpleStatementLine] = []
-        for load in analysis.facts.loads:
-            if load.name != name:
-                continue
-            attribute = analysis.parent(load.node)
-            call = analysis.parent(attribute) if isinstance(attribute, cst.Attribute) and attribute.value is load.node else None
-            expr = analysis.parent(call) if isinstance(call, cst.Call) and call.func is attribute else None
-            line = analysis.parent(expr) if isinstance(expr, cst.Expr) else None
-            if line is binding:
-                continue
-            if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
-                return None
-            if not isinstance(analysis.parent(line), (cst.IndentedBlock, cst.Module)):
-                return None
-            if not any(line is seen for seen in out):
-                out.append(line)
-        return out
+        attribute = analysis.parent(receiver)
+        call = analysis.parent(attribute) if isinstance(attribute, cst.Attribute) and attribute.value is receiver else None
+        expr = analysis.parent(call) if isinstance(call, cst.Call) and call.func is attribute else None
+        line = analysis.parent(expr) if isinstance(expr, cst.Expr) else None
+        if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+            return None
+        return line if isinstance(analysis.parent(line), (cst.IndentedBlock, cst.Module)) else None
