@@ -192,7 +192,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_roles": (b"import",), "project_downloads": (b"download",), "project_meters": (b".update(",),
         "project_entered": (b"import",), "project_states": (b"state_dict",),
         "project_enters": (b"import",), "project_called": (b"import",), "project_writers": (b"open(",),
-        "project_loggers": (b"Writer(",),
+        "project_loggers": (b"Writer(",), "project_inherits": (b"class ",),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:
@@ -211,7 +211,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_meters": project.meter_calls, "project_entered": project.entered_calls,
         "project_states": project.state_calls, "project_enters": project.entering_calls,
         "project_called": project.called_elsewhere, "project_writers": project.writer_calls,
-        "project_loggers": project.logger_calls,
+        "project_loggers": project.logger_calls, "project_inherits": project.inheriting_calls,
     }
     # who calls a file's functions counts only for callers that run under the launcher: a
     # file the run only reads may be a tool of its own (a search script starting runs)
@@ -224,6 +224,8 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     found = {f: readers[f](sources, views.get(f, files)) for f in wanted if f != "project_roles"}
     if "project_roles" in wanted:
         found["project_roles"] = project.role_calls(sources, files, read_only)
+        found["project_members"] = project.member_calls(files, read_only)
+        wanted.append("project_members")
     for item in readable:
         learned = {f: found[f][item.path] for f in wanted if item.path in found[f]}
         if learned:

@@ -66,6 +66,9 @@ class Config:
     project_meters: tuple[str, ...] = ()  # calls of other files' running-meter classes (project/meters.py)
     project_loggers: tuple[str, ...] = ()  # calls of other files' classes that keep a TensorBoard writer (project/loggers.py)
     project_unused: tuple[tuple[str, str], ...] = ()  # model classes with unused parameters: call -> what (project/unused.py)
+    project_members: tuple[str, ...] = ()  # calls of functions and classes of the run's other files (not those only read)
+    # calls of other files' classes built on a class of a third file: (spelling, base, its file) (project/index.py)
+    project_inherits: tuple[tuple[str, str, str], ...] = ()
     # calls of distribution helpers of other files: (spelling, kind, attributes, print helper) (project/dist_helpers.py)
     project_distribution: tuple[tuple[str, str, tuple[tuple[str, str], ...], str], ...] = ()
 

@@ -34,6 +34,20 @@ _LEFT_ALONE = (
     "`{module}` is part of this project, but this function is left without the Accelerator (a caller the "
     "run does not change, or a migration that would not be whole: its own findings say what it needs)"
 )
+# A function of the run the decision could not thread (project/decide.py): the advice to
+# migrate its module as well would be wrong, it is in the run already.
+_NOT_TOGETHER = (
+    "`{module}` is part of this project, but the two could not be migrated together (whole or not "
+    "at all: a caller with no Accelerator to pass, or a migration of either that would not be whole; "
+    "their other findings say which), so `{call}` gets no Accelerator: its backward, metrics and "
+    "prints still need it"
+)
+_INHERITS = (
+    "`{module}` is part of this project, but `{call}` is built on `{base}` of {file}, whose methods "
+    "(an epoch loop, checkpoints, logging) the migration of `{module}` cannot see; it is left without "
+    "the Accelerator, and its training needs it: migrate the two classes by hand, passing the "
+    "Accelerator to the base class"
+)
 # An evaluation on loaders left whole computes on all the data: nothing of it is missing.
 _LEFT_WHOLE = (
     "`{module}` is part of this project, but this function is left without the Accelerator (a caller the "
@@ -102,6 +116,12 @@ class TrainingInAnotherModule(Rule):
     prepared at another (`Test(model, val_loader)` beside `Test(model, test_loader)`) gets
     the Accelerator with its loaders kept whole at every call, and this finding says so.
 
+    A class built on a class of another file of the project (`class Trainer(BaseTrainer)`,
+    the base holding the epoch loop and the checkpoints) gets no Accelerator: the migration
+    of its file cannot see what it inherits. The finding names the base and its file. A
+    function of the run that the run could not migrate together with this file is named
+    as part of the project (never "migrate it as well", it is migrated already).
+
     ## Known limits
     A module counts as the project's own when its import root is not a known library;
     only functions whose names say they train or evaluate are reported.
@@ -150,6 +170,8 @@ class TrainingInAnotherModule(Rule):
         analysis = self.analysis
         seen: set[str] = set(self.ctx.config.project_calls) | set(self.ctx.config.project_plain) | set(unthreaded)
         seen |= set(self.ctx.config.project_enters)  # a class of the run that creates the Accelerator itself
+        inherits = {spelling: (base, file) for spelling, base, file in self.ctx.config.project_inherits}
+        members = set(self.ctx.config.project_members)  # functions of the run's other files
         for c in analysis.facts.calls:
             qualified = c.qualified or ""
             module, _, function = qualified.rpartition(".")
@@ -165,7 +187,16 @@ class TrainingInAnotherModule(Rule):
             if not what:
                 continue
             seen.add(qualified)
-            self.report(c.node, call=c.func or function, module=module, what=what, advice=_ADVICE.format(module=module))
+            self.report(c.node, call=c.func or function, module=module, what=what, advice=self._advice(c.func, module, inherits, members))
+
+    def _advice(self, call: str, module: str, inherits: dict[str, tuple[str, str]], members: set[str]) -> str:
+        """Why the Accelerator does not reach a training function of another module."""
+        if call in inherits:
+            base, file = inherits[call]
+            return _INHERITS.format(module=module, call=call, base=base, file=file)
+        if call in members:
+            return _NOT_TOGETHER.format(module=module, call=call)
+        return _ADVICE.format(module=module)
 
     def _left_alone(self, unthreaded: dict[str, bool]) -> None:
         """Calls of functions of the run that get no Accelerator: each call handing one a
@@ -173,6 +204,7 @@ class TrainingInAnotherModule(Rule):
         from it as if it were everything), and once per function otherwise."""
         analysis = self.analysis
         told: set[str] = set()
+        inherits = {spelling: (base, file) for spelling, base, file in self.ctx.config.project_inherits}
         threaded = set(self.ctx.config.project_calls)  # an evaluation threaded with its loaders kept whole
         for c in analysis.facts.calls:
             if c.func not in unthreaded:
@@ -204,6 +236,9 @@ class TrainingInAnotherModule(Rule):
             whole = _whole_loaders(analysis, c.node)
             alone = _LEFT_WHOLE if whole and not shared and not unthreaded[c.func] else _LEFT_ALONE
             advice = alone.format(module=module) + whole
+            if c.func in inherits:
+                base, file = inherits[c.func]
+                advice = _INHERITS.format(module=module, call=c.func, base=base, file=file) + whole
             if shared:
                 advice += _SHARE.format(loaders=", ".join(shared))
             self.report(c.node, call=c.func, module=module, what=what, advice=advice)

@@ -11,14 +11,15 @@ two are migrated together, whole or not at all:
 
 - `index()` reads every file of the run once with `ast` (cheap, no LibCST): the imports
   that reach another file of the run (`import engine`, `import engine as e`,
-  `from engine import train_fn as tf`, `from . import engine`, packages) and the calls they
+  `from engine import train_fn as tf`, `from . import engine`, packages, and the
+  `from .loop import *` of a package re-exporting a module's functions) and the calls they
   make, and each file's top-level functions.
 - A function is *threaded* (it gets a keyword-only `accelerator` parameter) when it
   trains or evaluates (a `.backward(`, or a loop in it), is called from another file of
   the run, is never used there as a value, and can take the keyword (no `**kwargs`, no
   `accelerator` parameter yet, defined once). A class that trains with what it is given
-  (`Trainer(model, optimizer, loader)`, its own `__init__`, no subclass) is threaded the
-  same way: `__init__` takes the keyword and stores `self.accelerator` (AM002's classes).
+  (`Trainer(model, optimizer, loader)`, its own `__init__`, no subclass, not built on a
+  class of another file of the project) is threaded the same way: `__init__` takes the keyword and stores `self.accelerator` (AM002's classes).
 - The callers are migrated with `Config.project_calls` naming the call spellings that
   pass `accelerator=...` (AM914 writes it where an Accelerator reaches the call, and
   reports it where none does).
@@ -41,7 +42,7 @@ from migrator.project.dist_helpers import distribution_calls
 from migrator.project.downloads import download_calls
 from migrator.project.entries import called_elsewhere, entered_calls, entering_calls, launched
 from migrator.project.decide import Outcome, decide, state_calls, with_unthreaded
-from migrator.project.index import Call, FileIndex, Function, candidates, index, linked
+from migrator.project.index import Call, FileIndex, Function, candidates, index, inheriting_calls, linked, member_calls
 from migrator.project.loggers import logger_calls
 from migrator.project.meters import meter_calls
 from migrator.project.param_roles import role_calls
@@ -52,5 +53,5 @@ from migrator.project.writers import writer_calls
 
 __all__ = [
     "Call", "FileIndex", "Function", "Outcome", "SEPARATOR", "STUB",
-    "called_elsewhere", "candidates", "decide", "distribution_calls", "download_calls", "entered_calls", "entering_calls", "evaluations_left_whole", "index", "launched", "linked", "logger_calls", "meter_calls", "role_calls", "state_calls", "unused_models", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls",
+    "called_elsewhere", "candidates", "decide", "distribution_calls", "download_calls", "entered_calls", "entering_calls", "evaluations_left_whole", "index", "inheriting_calls", "launched", "linked", "logger_calls", "member_calls", "meter_calls", "role_calls", "state_calls", "unused_models", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls",
 ]

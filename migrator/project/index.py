@@ -35,6 +35,7 @@ class Function:
     # threadable but for the keyword-only `accelerator` it already takes: an earlier run
     # (or its author) threaded it, and the run is decided again as the first one was
     threaded_before: bool = False
+    inherits: tuple[str, str] | None = None  # a class: (file, class) of a base class of another file of the project
 
 
 @dataclass
@@ -122,10 +123,65 @@ def index(sources: dict[str, str]) -> dict[str, FileIndex]:
     root = os.path.commonpath([os.path.dirname(a) for a in run]) if run else ""
     out = {}
     for path, tree in trees.items():
-        out[path] = _index_file(path, tree, run, root)
+        out[path] = _index_file(path, tree, run, root, trees)
     for path, tree in trees.items():
         out[path].functions = _functions(tree)
+    for path, tree in trees.items():
+        _hold_subclasses(path, tree, out, run, root, trees)
     return out
+
+
+def member_calls(files: dict[str, FileIndex], read_only: frozenset[str]) -> dict[str, tuple[str, ...]]:
+    """For each file, its calls of functions and classes of the run's other files (not of
+    files the run only reads), as spelled there (Config.project_members): AM914 does not
+    advise migrating a module the run migrates already."""
+    out = {}
+    for path, f in files.items():
+        calls = {c.spelling for c in f.calls if c.target[0] != path and c.target[0] not in read_only}
+        if calls:
+            out[path] = tuple(sorted(calls))
+    return out
+
+
+def inheriting_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[tuple[str, str, str], ...]]:
+    """For each file of the run, its calls of classes held back for a base class of another
+    file (`_hold_subclasses`): (spelling, base class, its file), as Config.project_inherits
+    takes them, so AM914 says why the Accelerator is not passed in (the file named from
+    the caller's folder)."""
+    out = {}
+    for path, f in files.items():
+        held = set()
+        for call in f.calls:
+            owner = files.get(call.target[0])
+            function = owner.functions.get(call.target[1]) if owner else None
+            if function is not None and function.inherits is not None:
+                where = os.path.relpath(function.inherits[0], os.path.dirname(path) or ".")
+                held.add((call.spelling, function.inherits[1], where))
+        if held:
+            out[path] = tuple(sorted(held))
+    return out
+
+
+def _hold_subclasses(
+    path: str, tree: ast.Module, files: dict[str, FileIndex], run: dict[str, str], root: str, trees: dict[str, ast.Module],
+) -> None:
+    """A class built on a class of another file of the project (`class Trainer(BaseTrainer)`,
+    base/base_trainer.py holding the epoch loop and the checkpoints) is not threaded: the
+    migration of its own file cannot see what it inherits, so its methods would get the
+    Accelerator while the inherited loop saves and logs on every process."""
+    modules, functions = _imported(path, tree, run, root)
+    for node in tree.body:
+        function = files[path].functions.get(node.name) if isinstance(node, ast.ClassDef) else None
+        if function is None or not function.is_class:
+            continue
+        for base in node.bases:
+            target, _ = _target(base, modules, functions)
+            target = target and _defined_in(*target, run, root, trees)
+            if target is not None and target[0] != path and _defines(trees.get(target[0]), target[1]):
+                function.threadable = False
+                function.threaded_before = False
+                function.inherits = target
+                break
 
 
 def _functions(tree: ast.Module) -> dict[str, Function]:
@@ -263,12 +319,16 @@ def _trains(function: ast.FunctionDef) -> bool:
     """A backward call or a loop: the facts that make AM913 speak; or a checkpoint saved
     (`torch.save(...)`: once, by the main process; `accelerator.save(...)` once migrated) or a state loaded through a parameter
     (`model.load_state_dict(...)`: into the unwrapped model). The engine migration
-    decides the rest; a function it leaves alone is dropped."""
+    decides the rest; a function it leaves alone is dropped. A generator's loop hands
+    batches on (`def inf_loop(loader): for l in repeat(loader): yield from l`): not one."""
     params = {a.arg for a in function.args.args} if isinstance(function, ast.FunctionDef) else set()
+    generator = isinstance(function, ast.FunctionDef) and any(
+        isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(function)
+    )
     for node in ast.walk(function):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward":
             return True
-        if isinstance(node, ast.For):
+        if isinstance(node, ast.For) and not generator:
             return True
         if _state_of_parameter(node, params) or _saves(node, ("torch", "t", "th", ACCELERATOR)):
             return True  # `accelerator.save(...)`: the save an earlier run threaded
@@ -284,12 +344,13 @@ def _param_roles(
     """What the function does with its parameters says what its callers hand it, when the
     caller builds them through helpers it cannot read (`model = get_model(cfg)`): a
     parameter iterated by a `for` is a loader, one whose `.zero_grad()` is called or that
-    is stepped in a function that calls `.backward()` an optimizer, one put in `.train()` /
+    is stepped in the block that calls `.backward()` an optimizer (a scheduler stepped
+    after the epoch's loop is not), one put in `.train()` /
     `.eval()` a model, and one a `for` draws batches from (the body runs the model or moves
     them to a device) a loader. A parameter used two ways is left out."""
     names = set(params)
     found: dict[str, set[str]] = {}
-    backward = _calls_backward(function)
+    beside_backward = _steps_beside_backward(function)
     name_of = name_of or (lambda node: node.id if isinstance(node, ast.Name) and node.id in names else None)
 
     def note(node: ast.AST | None, role: str) -> None:
@@ -300,7 +361,7 @@ def _param_roles(
     for node in ast.walk(function):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             method = node.func.attr
-            if method == "zero_grad" or (method == "step" and backward and not node.args):
+            if method == "zero_grad" or (method == "step" and id(node) in beside_backward and not node.args):
                 note(node.func.value, "optimizer")
             elif method in ("train", "eval") and not node.args:
                 note(node.func.value, "model")
@@ -442,11 +503,42 @@ def _feeds_a_model(loop: ast.For, models: set[str], name_of: Callable[[ast.AST],
     return False
 
 
-def _calls_backward(function: ast.FunctionDef) -> bool:
-    return any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
-        for n in ast.walk(function)
-    )
+def _steps_beside_backward(function: ast.AST) -> set[int]:
+    """The `.step()` calls that follow a `.backward()` first, in a block that calls it (or in
+    a statement of it: `if (i + 1) % accumulation == 0: optimizer.step()`): an optimizer's.
+    A scheduler stepped after it (`optimizer.step(); scheduler.step()`), or once the loop
+    is over, is not mistaken for one; each backward of a GAN's two has its own."""
+    out: set[int] = set()
+    for node in ast.walk(function):
+        for block in (getattr(node, field, None) for field in ("body", "orelse", "finalbody")):
+            if not isinstance(block, list) or not any(_is_backward_statement(s) for s in block):
+                continue
+            calls = sorted(
+                (n for s in block for n in ast.walk(s)
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")),
+                key=lambda n: (n.lineno, n.col_offset),
+            )
+            armed = False
+            for call in calls:
+                if call.func.attr == "backward":
+                    armed = True
+                elif armed:
+                    out.add(id(call))
+                    armed = False
+    return out
+
+
+def _is_backward_statement(statement: ast.stmt) -> bool:
+    """`loss.backward()`, `scaler.scale(loss).backward()`, or a `with` / `if` / `try`
+    holding one (`with amp.scale_loss(loss, opt) as s: s.backward()`); not a loop's."""
+    if isinstance(statement, ast.Expr):
+        value = statement.value
+        return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "backward"
+    if isinstance(statement, (ast.With, ast.AsyncWith, ast.If, ast.Try)):
+        blocks = [statement.body, getattr(statement, "orelse", []), getattr(statement, "finalbody", [])]
+        blocks += [h.body for h in getattr(statement, "handlers", [])]
+        return any(_is_backward_statement(s) for block in blocks for s in block)
+    return False
 
 
 def _updates(function: ast.FunctionDef) -> bool:
@@ -495,13 +587,28 @@ def _resolve(module: str, level: int, path: str, run: dict[str, str], root: str)
     return None
 
 
-def _index_file(path: str, tree: ast.Module, run: dict[str, str], root: str) -> FileIndex:
+def _index_file(
+    path: str, tree: ast.Module, run: dict[str, str], root: str, trees: dict[str, ast.Module] | None = None,
+) -> FileIndex:
     result = FileIndex(path)
     modules, functions = _imported(path, tree, run, root)
+
+    def follow(target: tuple[str, str] | None) -> tuple[str, str] | None:
+        """Through the packages that re-export it (`from trainer import Trainer`, whose
+        trainer/__init__.py says `from .trainer import *`), to the file defining it."""
+        return target and _defined_in(*target, run, root, trees or {})
+
+    # a package's `from .loop import train_fn`, resolved: the re-export the index follows,
+    # not a mention it cannot (elsewhere an unused import still holds the function back)
+    followed = {
+        id(alias) for n in tree.body if isinstance(n, ast.ImportFrom) and os.path.basename(path) == "__init__.py"
+        for alias in n.names if (alias.asname or alias.name) in functions or (alias.asname or alias.name) in modules
+    }
     called: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             target, spelling = _target(node.func, modules, functions)
+            target = follow(target)
             if target is not None:
                 called.add(id(node.func))
                 result.calls.append(Call(
@@ -510,19 +617,19 @@ def _index_file(path: str, tree: ast.Module, run: dict[str, str], root: str) -> 
                     tuple((k.arg, k.value.id if isinstance(k.value, ast.Name) else None) for k in node.keywords if k.arg),
                     any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords),
                 ))
-    result.instances = _instances(tree, modules, functions)
+    result.instances = {name: follow(made) for name, made in _instances(tree, modules, functions).items()}
     for node in ast.walk(tree):
         if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in called:
             target, _ = _target(node, modules, functions)
             if target is not None:
-                result.values.add(target)
+                result.values.add(follow(target))
         if isinstance(node, ast.Name) and id(node) not in called:
             result.local_uses.add(node.id)
         if isinstance(node, ast.Name):
             result.words.add(node.id)
         elif isinstance(node, ast.Attribute):
             result.words.add(node.attr)
-        elif isinstance(node, ast.alias):
+        elif isinstance(node, ast.alias) and id(node) not in followed:
             result.words.update({node.name.split(".")[-1], node.asname or ""})
     return result
 
@@ -553,6 +660,47 @@ def _imported(path: str, tree: ast.Module, run: dict[str, str], root: str):
     modules = {k: v for k, v in modules.items() if k not in bound and v != path}
     functions = {k: v for k, v in functions.items() if k not in bound}
     return modules, functions
+
+
+def _defined_in(
+    owner: str, name: str, run: dict[str, str], root: str, trees: dict[str, ast.Module], seen: frozenset[str] = frozenset(),
+) -> tuple[str, str]:
+    """Where `name`, imported from the file `owner`, is defined: `owner` itself, or the
+    module of the run that `owner` takes it from and re-exports (`from .trainer import *`
+    or `from .engine import train_one_epoch as train` in a package's `__init__.py`)."""
+    tree = trees.get(owner)
+    if tree is None or owner in seen or _defines(tree, name):
+        return owner, name
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        for alias in node.names:
+            star = alias.name == "*"
+            if not star and (alias.asname or alias.name) != name:
+                continue
+            source = _resolve(node.module or "", node.level, owner, run, root)
+            if source is None or source == owner:
+                continue
+            found = _defined_in(source, name if star else alias.name, run, root, trees, seen | {owner})
+            if not star or _defines(trees.get(found[0]), found[1]) and _exported(trees[source], name):
+                return found
+    return owner, name
+
+
+def _defines(tree: ast.Module | None, name: str) -> bool:
+    """The module binds `name` at its top level with a def or class."""
+    return tree is not None and any(
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == name for n in tree.body
+    )
+
+
+def _exported(tree: ast.Module, name: str) -> bool:
+    """`from module import *` binds `name`: public, and listed in `__all__` when it has one."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            if isinstance(node.value, (ast.List, ast.Tuple)):
+                return any(isinstance(e, ast.Constant) and e.value == name for e in node.value.elts)
+    return not name.startswith("_")
 
 
 def _target(func: ast.AST, modules: dict[str, str], functions: dict[str, tuple[str, str]]):

@@ -413,10 +413,12 @@ def test_a_file_beside_the_run_that_only_mentions_the_function_does_not_hold_it_
     assert "def evaluate(loader, model, device, *, accelerator):" in results["engine.py"].after
 
 
-def test_a_function_reached_through_a_re_export_is_not_threaded(tmp_path) -> None:
+def test_a_function_re_exported_by_an_assignment_is_not_threaded(tmp_path) -> None:
+    """`evaluate = engine.evaluate` in a package: a route the index does not follow (an
+    import re-exporting it is followed)."""
     train = TRAIN.replace("import engine\n", "import engine\nfrom pkg import evaluate\n")
     root = _project(tmp_path, **{
-        "train.py": train, "engine.py": ENGINE, "pkg/__init__.py": "from engine import evaluate\n",
+        "train.py": train, "engine.py": ENGINE, "pkg/__init__.py": "import engine\nevaluate = engine.evaluate\n",
     })
     results = _results([root])
     assert "def evaluate(loader, model, device):" in results["engine.py"].after
@@ -1157,3 +1159,118 @@ def test_a_helper_class_whose_method_saves_a_model_is_followed_through_its_insta
     assert ("es", (1,), ("model",), True) in states
     assert ("es.save_checkpoint", (1,), ("model",), True) in states
     assert ("back.restore", (0,), ("model",), False) in states  # loads only: no file written
+
+
+@pytest.mark.parametrize("exports", ["from .loop import *\n", "from .loop import train_one_epoch, evaluate\n"])
+def test_functions_a_package_re_exports_are_threaded_where_they_are_defined(tmp_path, exports) -> None:
+    """`import engine` where engine/ is a package whose `__init__.py` re-exports the
+    functions of engine/loop.py: the calls reach loop.py, migrated as a module beside."""
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine/__init__.py": exports, "engine/loop.py": ENGINE})
+    results = _results([root])
+    assert "engine.train_one_epoch(train_loader, model, optimizer, device, accelerator=accelerator)" in results["train.py"].after
+    assert "def train_one_epoch(loader, model, optimizer, device, *, accelerator):" in results["loop.py"].after
+    assert "accelerator.backward(loss)" in results["loop.py"].after
+    assert results["__init__.py"].after == exports
+    assert not [f for f in results["train.py"].findings if f.code == "AM914" and not f.fixed]
+
+
+BASE_TRAINER = textwrap.dedent('''\
+    import torch
+
+
+    class BaseTrainer:
+        def __init__(self, model, optimizer, epochs):
+            self.model = model
+            self.optimizer = optimizer
+            self.epochs = epochs
+
+        def train(self):
+            for epoch in range(self.epochs):
+                print(epoch, self._train_epoch())
+                torch.save(self.model.state_dict(), f"checkpoint-{epoch}.pt")
+''')
+
+SUB_TRAINER = textwrap.dedent('''\
+    from base import BaseTrainer
+
+
+    class Trainer(BaseTrainer):
+        def __init__(self, model, optimizer, loader, device, scheduler):
+            super().__init__(model, optimizer, 2)
+            self.loader = loader
+            self.device = device
+            self.scheduler = scheduler
+
+        def _train_epoch(self):
+            total = 0.0
+            for x, y in self.loader:
+                x, y = x.to(self.device), y.to(self.device)
+                self.optimizer.zero_grad()
+                loss = ((self.model(x) - y) ** 2).mean()
+                loss.backward()
+                self.optimizer.step()
+                total += loss.item()
+            self.scheduler.step()
+            return total
+''')
+
+SUB_SETUP = textwrap.dedent('''\
+    import torch
+    from trainer import Trainer
+
+
+    def main():
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+        loader = torch.utils.data.DataLoader(data, batch_size=8, shuffle=True)
+        model = torch.nn.Linear(4, 1).to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1)
+        Trainer(model, optimizer, loader, device, scheduler).train()
+
+
+    if __name__ == "__main__":
+        main()
+''')
+
+
+def test_a_trainer_class_built_on_a_class_of_another_file_is_not_threaded(tmp_path) -> None:
+    """`class Trainer(BaseTrainer)`, the base in base.py holding the epoch loop and the
+    checkpoints: the migration of trainer.py cannot see them, so Trainer gets no
+    Accelerator (its methods would take it while the inherited loop saves on every
+    process), and the caller is told why, not to migrate a module it already gives."""
+    root = _project(tmp_path, **{"train.py": SUB_SETUP, "trainer.py": SUB_TRAINER, "base.py": BASE_TRAINER})
+    results = _results([root])
+    assert results["trainer.py"].after == SUB_TRAINER
+    assert results["base.py"].after == BASE_TRAINER
+    told = [f.message for f in results["train.py"].findings if f.code == "AM914"]
+    assert len(told) == 1 and "is built on `BaseTrainer` of base.py" in told[0], told
+    assert "migrate `trainer` as well" not in told[0]
+
+
+def test_the_index_takes_neither_a_scheduler_stepped_after_the_loop_nor_a_generator_for_training() -> None:
+    import ast
+
+    from migrator.project.index import _functions
+
+    functions = _functions(ast.parse(SUB_TRAINER.replace("(BaseTrainer)", "") + textwrap.dedent('''\
+
+
+        def inf_loop(loader):
+            for batch in loader:
+                yield batch
+
+
+        def fit(loader, net, opt, sched):
+            for x, y in loader:
+                with torch.autocast("cuda"):
+                    loss = net(x).sum()
+                if loss > 0:
+                    loss.backward()
+                    opt.step()
+                sched.step()
+    ''')))
+    assert dict(functions["Trainer"].param_roles) == {"loader": "dataloader"}  # the scheduler is no optimizer
+    assert not functions["inf_loop"].threadable
+    assert dict(functions["fit"].param_roles).get("opt") == "optimizer"
+    assert "sched" not in dict(functions["fit"].param_roles)
