@@ -20,7 +20,10 @@ class UnsplitTrainingData(Rule):
     `accelerator.prepare()` splits a DataLoader's batches between processes. Data held
     in tensors is not split: where every process reads the same data, each trains on all
     of it. The gradients DDP averages are then the ones one process would compute, so
-    training is correct, but N processes are no faster than one.
+    training is correct, but N processes are no faster than one. Where each process
+    shuffles on its own (a loader of another file kept whole, no common seed), every
+    step averages N independently drawn batches: a batch N times larger, whose samples
+    repeat across processes within an epoch.
 
     ## What to do by hand
     Serve the data from a `Dataset` and a `DataLoader` that prepare() can split, or
@@ -54,9 +57,10 @@ class UnsplitTrainingData(Rule):
     code = "AM218"
     name = "unsplit-training-data"
     message = (
-        "`{call}` trains on data no prepared DataLoader serves: nothing splits it between processes, so where every "
-        "process reads the same data each trains on all of it (correct, but no faster); serve it from a DataLoader "
-        "passed through prepare(), or split it by `accelerator.process_index`"
+        "`{call}` trains on data no prepared DataLoader serves: nothing splits it between processes, so every process "
+        "reads all of it (in one order, the same batches everywhere: correct, but no faster; shuffled without a "
+        "common seed, each its own batches: a batch N times larger, its samples repeated across processes); serve it "
+        "from a DataLoader passed through prepare(), or split it by `accelerator.process_index`"
     )
     examples = (
         Example(
