@@ -20,7 +20,8 @@ from migrator.findings import FileResult, FileStatus, Finding, Position, Severit
 if TYPE_CHECKING:
     import libcst as cst
 
-_RELEVANT = ("torch", "accelerat")
+# a trainer module may name no torch at all (`self.model`, `loss.backward()` on what it is handed)
+_RELEVANT = ("torch", "accelerat", ".backward(")
 
 
 def _error(path: str, line: int, col: int, code: str, message: str) -> Finding:

@@ -258,7 +258,7 @@ def migrate_verified(
         return _lint(module, path, config, rules, source)
     outcome = migrate_module(module, path, config, rules, source=source)
     if outcome.code == source:
-        return _not_silent(outcome, path, source)
+        return _not_silent(outcome, path, source, config.run_callers)
     verify(outcome.code, path)
     from migrator.verify import verify as verify_migration  # pyflakes loads only when needed
 
@@ -280,7 +280,7 @@ def _lint(module: cst.Module, path: str, config: Config, rules: Sequence[type[Ru
     does (none fixable, with the reasons it is left as written)."""
     outcome = migrate_module(module, path, config, rules, source=source)
     if not any(f.fixable for f in outcome.findings):
-        return _not_silent(outcome, path, source)
+        return _not_silent(outcome, path, source, config.run_callers)
     written = migrate_verified(module, path, replace(config, fix=True), rules, source)
     refused = written.code == source and any(f.code.startswith("AM95") for f in written.findings)
     return replace(written, code=outcome.code) if refused else outcome
@@ -317,13 +317,14 @@ def _unsafe_to_write(lint: EngineOutcome) -> list:
     ]
 
 
-def _not_silent(outcome: EngineOutcome, path: str, source: str) -> EngineOutcome:
-    """A file that trains by hand and got no edit and no finding is reported (AM916)."""
+def _not_silent(outcome: EngineOutcome, path: str, source: str, called: frozenset[str] = frozenset()) -> EngineOutcome:
+    """A file that trains by hand and got no edit and no finding is reported (AM916);
+    `called`: its names other files of the run call (its set-up is there, not missing)."""
     if outcome.findings or "backward" not in source and "step(" not in source and "clip_grad" not in source:
         return outcome
     from migrator.verify.silence import silent_training
 
-    found = tuple(_refusal(path, p) for p in silent_training(source))
+    found = tuple(_refusal(path, p) for p in silent_training(source, called))
     return replace(outcome, findings=found) if found else outcome
 
 

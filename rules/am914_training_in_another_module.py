@@ -20,7 +20,11 @@ _LIBRARIES = frozenset({
 # Library names a project's own module often takes (`evaluate.py` beside train.py): what
 # the library exports, so `from evaluate import evaluate` is known for the project's.
 _LIBRARY_API = {"evaluate": frozenset({"load", "combine", "evaluator", "list_evaluation_modules", "save", "push_to_hub"})}
-_TRAINING_WORDS = re.compile(r"train|eval|fit|test|valid|epoch|step|loop|run|infer|predict", re.IGNORECASE)
+# a word of the name that starts so (`train_one_epoch`, `runEpoch`, `Trainer`, `validate`),
+# not a piece of another word (`load_pretrained_state_dict`, `prune`) nor a loaded result (`trained`)
+_TRAINING_WORDS = re.compile(
+    r"(?:^|_|(?<=[a-z0-9])(?=[A-Z]))(?i:(?:pre|re)?train(?!ed)|eval|fit|test|valid|epoch|step|loop|run|infer|predict)",
+)
 _ADVICE = (
     "its backward, metrics and prints need the Accelerator too; migrate `{module}` as well "
     "(its own findings say what it needs)"

@@ -275,7 +275,8 @@ def analyze(
     placed = prepared_bindings(facts, prepare_calls, plan, parent)
     droppable = droppable_moves(facts, roles, moves, prepared, placed, parent)
     surviving = _surviving_uses(facts, dev_vars, moves, droppable)
-    branches = ProcessBranches(facts, acc_names, parent, bool(prepare_calls), worker_ranks)
+    main_calls = frozenset(spelling for spelling, (kind, *_) in (distribution_helpers or {}).items() if kind == "is_main_process")
+    branches = ProcessBranches(facts, acc_names, parent, bool(prepare_calls), worker_ranks, main_calls)
     patterns = find_patterns(
         module, facts, roles, loops_with_backward, frozenset(prepared), parent, branches.audience_of_test,
         frozenset(droppable), block.scope if block is not None else None, unused_models, distribution_helpers,

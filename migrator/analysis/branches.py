@@ -158,12 +158,14 @@ class ProcessBranches:
 
     def __init__(
         self, facts: Facts, accelerator_names: tuple[str, ...], parent: Parent, prepares_models: bool,
-        rank_names: set[str] = frozenset(),
+        rank_names: set[str] = frozenset(), main_calls: frozenset[str] = frozenset(),
     ) -> None:
         """`rank_names`: names known to hold the process's index beyond the usual ones (a
-        spawned worker's first parameter, `gpu`)."""
+        spawned worker's first parameter, `gpu`); `main_calls`: calls of the project's own
+        helpers true on the main process only (`dist.is_primary()`, project/dist_helpers.py)."""
         self._facts = facts
         self._extra_ranks = set(rank_names)
+        self._main_calls = main_calls
         self._imports = facts.imports
         self._accelerators = accelerator_names
         self._parent = parent
@@ -187,8 +189,9 @@ class ProcessBranches:
                 return Audience.MAIN
             return None
         if isinstance(test, cst.Call):
-            last = (dotted_name(test.func) or "").rsplit(".", 1)[-1]
-            return Audience.MAIN if last in _MAIN_FLAGS and not test.args else None
+            called = dotted_name(test.func) or ""
+            main = called.rsplit(".", 1)[-1] in _MAIN_FLAGS or called in self._main_calls
+            return Audience.MAIN if main and not test.args else None
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             inner = self.audience_of_test(test.expression)
             return inner.negated() if inner else None

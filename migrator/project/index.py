@@ -778,8 +778,28 @@ def candidates(
             elif function.threaded_before if passes else function.threadable:
                 out.add(call.target)
     out = {t for t in out - held if not _unfollowed(files, t) and not _named_outside(outside or {}, t)}
+    out -= _helpers_of_engines(files, out)
     callers = {f.path for f in files.values() for c in f.calls if c.target in out}
     return {t for t in out if t[0] not in callers}
+
+
+def _helpers_of_engines(files: dict[str, FileIndex], out: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Candidates that neither train, save nor take a model, optimizer or loader (a top-k
+    `accuracy(output, target, topk)` looping over `topk`), called only from files whose own
+    functions are candidates that do: an engine's helpers. Threading one would hold the
+    engine back (a file calling a threaded function is not threaded itself); they need no
+    Accelerator, so they give way."""
+    def substantial(t: tuple[str, str]) -> bool:
+        f = files[t[0]].functions[t[1]]
+        return f.updates or bool(f.param_roles or f.state_params) or f.state_writes or f.threaded_before or f.is_class
+
+    engines = {t[0] for t in out if substantial(t)}
+    helpers = set()
+    for t in out - {t for t in out if substantial(t)}:
+        calling = {f.path for f in files.values() for c in f.calls if c.target == t}
+        if calling and calling <= engines:
+            helpers.add(t)
+    return helpers
 
 
 def _unfollowed(files: dict[str, FileIndex], target: tuple[str, str]) -> bool:

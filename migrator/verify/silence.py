@@ -18,20 +18,40 @@ CODE = "AM916"
 _LIMIT = 3  # places named per file: enough to find them, not a wall of text
 
 
-def silent_training(text: str) -> list[Problem]:
+def silent_training(text: str, called: frozenset[str] = frozenset()) -> list[Problem]:
+    """`called`: names of this file that other files of the run call (Config.run_callers):
+    a training call inside one of them has its set-up in the run, handed over without an
+    Accelerator (the caller's AM914 says why), not missing."""
     program = Program.parse(text)
     if program is None or program.prepares or _has_accelerator(program):
         return []  # already migrated: its remaining steps are the Accelerator's own
     found = list(_training_calls(program))[:_LIMIT]
     return [
-        Problem(
-            CODE, call.lineno, call.col_offset + 1,
-            f"`{what}` trains, but nothing here was migrated or reported: the set-up it belongs to "
-            "(model, optimizer, loaders) is not in this file; migrate it with the file that builds "
-            "them, or pass the Accelerator in by hand",
-        )
+        Problem(CODE, call.lineno, call.col_offset + 1, _reason(what, _owner(program, call), called))
         for what, call in found
     ]
+
+
+def _reason(what: str, owner: str | None, called: frozenset[str]) -> str:
+    if owner is not None and owner in called:
+        return (
+            f"`{what}` trains, but nothing here was migrated or reported: the set-up it belongs to is in "
+            f"another file of this project, which calls `{owner}` without an Accelerator it could hand over (its "
+            "AM914 says why); migrate the two by hand, passing the Accelerator in"
+        )
+    return (
+        f"`{what}` trains, but nothing here was migrated or reported: the set-up it belongs to "
+        "(model, optimizer, loaders) is not in this file; migrate it with the file that builds "
+        "them, or pass the Accelerator in by hand"
+    )
+
+
+def _owner(program: Program, call: ast.Call) -> str | None:
+    """The top-level function or class of the module the call sits in."""
+    for node in program.tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and any(n is call for n in ast.walk(node)):
+            return node.name
+    return None
 
 
 def _has_accelerator(program: Program) -> bool:

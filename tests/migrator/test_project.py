@@ -1274,3 +1274,49 @@ def test_the_index_takes_neither_a_scheduler_stepped_after_the_loop_nor_a_genera
     assert not functions["inf_loop"].threadable
     assert dict(functions["fit"].param_roles).get("opt") == "optimizer"
     assert "sched" not in dict(functions["fit"].param_roles)
+
+
+def test_a_metric_helper_of_an_engine_does_not_hold_the_engine_back(tmp_path) -> None:
+    """`accuracy(output, target, topk)` of metrics.py loops over `topk`, but neither trains
+    nor takes a model, optimizer or loader: the engine that calls it is threaded, and the
+    helper is left as written (it needs no Accelerator)."""
+    metrics = textwrap.dedent('''\
+        def accuracy(output, target, topk=(1,)):
+            correct = output.argmax(1).eq(target)
+            res = []
+            for k in topk:
+                res.append(correct[:k].float().sum())
+            return res
+    ''')
+    engine = ENGINE.replace("import torch\n", "import torch\nfrom metrics import accuracy\n", 1).replace(
+        "        optimizer.step()\n", "        optimizer.step()\n        accuracy(model(x), y.long().squeeze(1))\n", 1,
+    )
+    assert "accuracy(model(x)" in engine
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": engine, "metrics.py": metrics})
+    results = _results([root])
+    assert "def train_one_epoch(loader, model, optimizer, device, *, accelerator):" in results["engine.py"].after
+    assert "accelerator=accelerator" in results["train.py"].after
+    assert results["metrics.py"].after == metrics
+
+
+def test_a_loader_of_pretrained_weights_is_not_taken_for_training(tmp_path) -> None:
+    """AM914 reads the words of a function's name: `load_pretrained_state_dict` holds
+    `pretrained`, not the verb `train`; `pretrain_epoch` does."""
+    setup = TRAIN.replace("import engine\n", "import helpers\n").replace(
+        "    for epoch in range(2):\n",
+        "    helpers.load_pretrained_state_dict(model, 'w.pt')\n    helpers.pretrain_epoch(model, optimizer)\n"
+        "    for epoch in range(2):\n",
+    )
+    assert "helpers.pretrain_epoch" in setup
+    root = _project(tmp_path, **{"train.py": setup})
+    told = [f.message for f in _results([os.path.join(root, "train.py")])["train.py"].findings if f.code == "AM914"]
+    assert any("pretrain_epoch" in m for m in told), told
+    assert not any("load_pretrained_state_dict" in m for m in told), told
+
+
+def test_the_held_trainer_s_own_file_says_its_set_up_is_in_the_run(tmp_path) -> None:
+    """The file of a trainer class left without the Accelerator (built on a base class of
+    another file) says its set-up is in the project, not that it is missing."""
+    root = _project(tmp_path, **{"train.py": SUB_SETUP, "trainer.py": SUB_TRAINER, "base.py": BASE_TRAINER})
+    said = [f.message for f in _results([root])["trainer.py"].findings if f.code == "AM916"]
+    assert said and all("calls `Trainer` without an Accelerator" in m for m in said), said
