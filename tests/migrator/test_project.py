@@ -1320,3 +1320,43 @@ def test_the_held_trainer_s_own_file_says_its_set_up_is_in_the_run(tmp_path) -> 
     root = _project(tmp_path, **{"train.py": SUB_SETUP, "trainer.py": SUB_TRAINER, "base.py": BASE_TRAINER})
     said = [f.message for f in _results([root])["trainer.py"].findings if f.code == "AM916"]
     assert said and all("calls `Trainer` without an Accelerator" in m for m in said), said
+
+
+def test_a_project_helper_true_on_the_main_process_guards_like_is_main_process(tmp_path) -> None:
+    """`if dist.is_primary(): loader = tqdm(loader)`, `dist` the project's own module whose
+    is_primary() compares the rank with 0: the progress bar is the main process's already."""
+    helpers = textwrap.dedent('''\
+        import torch.distributed as tdist
+
+
+        def get_rank():
+            if not tdist.is_available() or not tdist.is_initialized():
+                return 0
+            return tdist.get_rank()
+
+
+        def is_primary():
+            return get_rank() == 0
+    ''')
+    setup = textwrap.dedent('''\
+        import torch
+        from tqdm import tqdm
+
+        import distributed as dist
+
+
+        def main():
+            data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+            loader = torch.utils.data.DataLoader(data, batch_size=8)
+            model = torch.nn.Linear(4, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            if dist.is_primary():
+                loader = tqdm(loader)
+            for x, y in loader:
+                optimizer.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+    ''')
+    root = _project(tmp_path, **{"train.py": setup, "distributed.py": helpers})
+    codes = [f.code for f in _results([root])["train.py"].findings]
+    assert "AM217" in codes and "AM512" not in codes, codes
