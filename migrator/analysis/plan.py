@@ -13,6 +13,7 @@ from typing import Callable
 import libcst as cst
 
 from migrator.analysis.collect import Binding, Facts
+from migrator.analysis.counted_loops import COUNTED, steps_in_counted_loop
 from migrator.analysis.loop import Block
 from migrator.analysis.manual_update import hand_updated_models
 from migrator.analysis.names import dotted_name
@@ -196,6 +197,9 @@ def make_plan(
                 continue
             if _follows_a_metric(value):
                 left_out.append((cand.name, FOLLOWS_A_METRIC))
+                continue
+            if cand.name not in batch_stepped and steps_in_counted_loop(facts, cand.name, parent):
+                left_out.append((cand.name, COUNTED))
                 continue
             if cand.name in batch_stepped:
                 pass  # stepped per batch by a function of another file of the run
