@@ -27,8 +27,9 @@ _BOUNDS = (cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqua
 
 
 def steps_in_counted_loop(facts: Facts, name: str, parent: Callable[[cst.CSTNode], cst.CSTNode | None]) -> bool:
-    """Every `name.step()` sits in a loop over batches, inside a `while` loop whose test or
-    an `if` it holds compares a counter that loop over batches adds to with a bound."""
+    """Every `name.step()` sits in a loop over batches inside another loop that ends when a
+    counter the loop over batches adds to reaches a bound: the outer `while`'s test, or an
+    `if` in it that returns or breaks (a comparison that only logs does not end the run)."""
     steps = [
         c for c in facts.calls
         if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "step"
@@ -39,16 +40,22 @@ def steps_in_counted_loop(facts: Facts, name: str, parent: Callable[[cst.CSTNode
 
 def _counted(batches: cst.For, parent: Callable[[cst.CSTNode], cst.CSTNode | None]) -> bool:
     outer = parent(batches)
-    while outer is not None and not isinstance(outer, (cst.While, cst.FunctionDef, cst.Module)):
+    while outer is not None and not isinstance(outer, (cst.While, cst.For, cst.FunctionDef, cst.Module)):
         outer = parent(outer)
-    if not isinstance(outer, cst.While):
+    if not isinstance(outer, (cst.While, cst.For)):
         return False
     counters = {
         dotted_name(n.target) for n in descendants(batches.body)
         if isinstance(n, cst.AugAssign) and isinstance(n.operator, cst.AddAssign)
     } - {None}
-    tests = [outer.test] + [n.test for n in descendants(outer.body) if isinstance(n, cst.If)]
-    return any(_bounds(test, counters) for test in tests)
+    ends = [outer.test] if isinstance(outer, cst.While) else []
+    ends += [n.test for n in descendants(outer.body) if isinstance(n, cst.If) and _leaves(n.body)]
+    return any(_bounds(test, counters) for test in ends)
+
+
+def _leaves(body: cst.CSTNode) -> bool:
+    """The block returns or breaks out."""
+    return any(isinstance(n, (cst.Return, cst.Break)) for n in descendants(body))
 
 
 def _bounds(test: cst.BaseExpression, counters: set[str]) -> bool:

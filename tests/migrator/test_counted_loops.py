@@ -32,10 +32,15 @@ SCRIPT = textwrap.dedent('''\
 COUNTED = [
     ("itrs = 0\n    while True:\n        for x, y in loader:\n            itrs += 1", "if itrs >= total:\n                    return"),
     ("i = 0\n    while i <= total:\n        for x, y in loader:\n            i += 1", "pass"),
+    # epochs written as a `for`, the run ended by the count of batches
+    ("itrs = 0\n    for epoch in range(1000):\n        for x, y in loader:\n            itrs += 1", "if itrs >= total:\n                    break"),
 ]
 EPOCHS = [
     ("epoch = 0\n    while epoch < total:\n        epoch += 1\n        for x, y in loader:", "pass"),
     ("step = 0\n    for epoch in range(total):\n        for x, y in loader:\n            step += 1", "if step % 10 == 0:\n                    print(step)"),
+    # a comparison of the count of batches that only logs does not end the run
+    ("step, epoch = 0, 0\n    while epoch < total:\n        epoch += 1\n        for x, y in loader:\n            step += 1",
+     "if step > 5:\n                    print(step)"),
 ]
 
 
