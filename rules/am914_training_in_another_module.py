@@ -26,7 +26,7 @@ _TRAINING_WORDS = re.compile(
     r"(?:^|_|(?<=[a-z0-9])(?=[A-Z]))(?i:(?:pre|re)?train(?!ed)|eval|fit|test|valid|epoch|step|loop|run|infer|predict)",
 )
 _ADVICE = (
-    "its backward, metrics and prints need the Accelerator too; migrate `{module}` as well "
+    "its {parts} need the Accelerator too; migrate `{module}` as well "
     "(its own findings say what it needs)"
 )
 _PASSED = "the Accelerator is passed in, and `{module}` is migrated with it in this run"
@@ -43,8 +43,7 @@ _LEFT_ALONE = (
 _NOT_TOGETHER = (
     "`{module}` is part of this project, but the two could not be migrated together (whole or not "
     "at all: a caller with no Accelerator to pass, or a migration of either that would not be whole; "
-    "their other findings say which), so `{call}` gets no Accelerator: its backward, metrics and "
-    "prints still need it"
+    "their other findings say which), so `{call}` gets no Accelerator: its {parts} still need it"
 )
 _INHERITS = (
     "`{module}` is part of this project, but `{call}` is built on `{base}` of {file}, whose methods "
@@ -191,16 +190,20 @@ class TrainingInAnotherModule(Rule):
             if not what:
                 continue
             seen.add(qualified)
-            self.report(c.node, call=c.func or function, module=module, what=what, advice=self._advice(c.func, module, inherits, members))
+            self.report(c.node, call=c.func or function, module=module, what=what, advice=self._advice(c.func, module, what, inherits, members))
 
-    def _advice(self, call: str, module: str, inherits: dict[str, tuple[str, str]], members: set[str]) -> str:
-        """Why the Accelerator does not reach a training function of another module."""
+    def _advice(self, call: str, module: str, what: str, inherits: dict[str, tuple[str, str]], members: set[str]) -> str:
+        """Why the Accelerator does not reach a training function of another module. One
+        handed no optimizer (here, or by what its body does with its parameters) evaluates:
+        its metrics and prints need it, no backward."""
+        by_use = {role for spelling, keys in self.ctx.config.project_roles if spelling == call for _, role in keys}
+        parts = "backward, metrics and prints" if "optimizer" in what or "optimizer" in by_use else "metrics and prints"
         if call in inherits:
             base, file = inherits[call]
             return _INHERITS.format(module=module, call=call, base=base, file=file)
         if call in members:
-            return _NOT_TOGETHER.format(module=module, call=call)
-        return _ADVICE.format(module=module)
+            return _NOT_TOGETHER.format(module=module, call=call, parts=parts)
+        return _ADVICE.format(module=module, parts=parts)
 
     def _left_alone(self, unthreaded: dict[str, bool]) -> None:
         """Calls of functions of the run that get no Accelerator: each call handing one a

@@ -1360,3 +1360,11 @@ def test_a_project_helper_true_on_the_main_process_guards_like_is_main_process(t
     root = _project(tmp_path, **{"train.py": setup, "distributed.py": helpers})
     codes = [f.code for f in _results([root])["train.py"].findings]
     assert "AM217" in codes and "AM512" not in codes, codes
+
+
+def test_an_evaluation_of_another_module_is_not_said_to_need_a_backward(tmp_path) -> None:
+    setup = TRAIN.replace("import engine\n", "import helpers\n").replace("engine.", "helpers.")
+    root = _project(tmp_path, **{"train.py": setup})
+    told = {f.message.split("`")[1]: f.message for f in _results([os.path.join(root, "train.py")])["train.py"].findings if f.code == "AM914"}
+    assert "its backward, metrics and prints" in told["helpers.train_one_epoch"], told
+    assert "its metrics and prints" in told["helpers.evaluate"] and "backward" not in told["helpers.evaluate"], told
