@@ -25,6 +25,7 @@ _LIBRARY_API = {"evaluate": frozenset({"load", "combine", "evaluator", "list_eva
 _TRAINING_WORDS = re.compile(
     r"(?:^|_|(?<=[a-z0-9])(?=[A-Z]))(?i:(?:pre|re)?train(?!ed)|eval|fit|test|valid|epoch|step|loop|run|infer|predict)",
 )
+_EVALUATION_WORDS = re.compile(r"(?:^|_|(?<=[a-z0-9])(?=[A-Z]))(?i:eval|valid|val(?=_|$)|test|infer|predict)")
 _ADVICE = (
     "its {parts} need the Accelerator too; migrate `{module}` as well "
     "(its own findings say what it needs)"
@@ -194,10 +195,11 @@ class TrainingInAnotherModule(Rule):
 
     def _advice(self, call: str, module: str, what: str, inherits: dict[str, tuple[str, str]], members: set[str]) -> str:
         """Why the Accelerator does not reach a training function of another module. One
-        handed no optimizer (here, or by what its body does with its parameters) evaluates:
-        its metrics and prints need it, no backward."""
+        named for an evaluation and handed no optimizer (here, or by what its body does with
+        its parameters) needs it for its metrics and prints, not a backward."""
         by_use = {role for spelling, keys in self.ctx.config.project_roles if spelling == call for _, role in keys}
-        parts = "backward, metrics and prints" if "optimizer" in what or "optimizer" in by_use else "metrics and prints"
+        evaluates = "optimizer" not in what and "optimizer" not in by_use and _EVALUATION_WORDS.search(call.rpartition(".")[2])
+        parts = "metrics and prints" if evaluates else "backward, metrics and prints"
         if call in inherits:
             base, file = inherits[call]
             return _INHERITS.format(module=module, call=call, base=base, file=file)

@@ -1363,8 +1363,13 @@ def test_a_project_helper_true_on_the_main_process_guards_like_is_main_process(t
 
 
 def test_an_evaluation_of_another_module_is_not_said_to_need_a_backward(tmp_path) -> None:
-    setup = TRAIN.replace("import engine\n", "import helpers\n").replace("engine.", "helpers.")
+    """Named for an evaluation and handed no optimizer: its metrics and prints; a trainer
+    that builds its own optimizer (`helpers.fit(model, loader)`) keeps its backward."""
+    setup = TRAIN.replace("import engine\n", "import helpers\n").replace("engine.", "helpers.").replace(
+        "    for epoch in range(2):\n", "    helpers.fit(model, train_loader)\n    for epoch in range(2):\n",
+    )
     root = _project(tmp_path, **{"train.py": setup})
     told = {f.message.split("`")[1]: f.message for f in _results([os.path.join(root, "train.py")])["train.py"].findings if f.code == "AM914"}
     assert "its backward, metrics and prints" in told["helpers.train_one_epoch"], told
     assert "its metrics and prints" in told["helpers.evaluate"] and "backward" not in told["helpers.evaluate"], told
+    assert "its backward, metrics and prints" in told["helpers.fit"], told
