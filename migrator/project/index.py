@@ -169,6 +169,8 @@ def _hold_subclasses(
     base/base_trainer.py holding the epoch loop and the checkpoints) is not threaded: the
     migration of its own file cannot see what it inherits, so its methods would get the
     Accelerator while the inherited loop saves and logs on every process."""
+    if not any(isinstance(n, ast.ClassDef) and n.bases for n in tree.body):
+        return
     modules, functions = _imported(path, tree, run, root)
     for node in tree.body:
         function = files[path].functions.get(node.name) if isinstance(node, ast.ClassDef) else None
