@@ -16,6 +16,9 @@ from migrator.analysis.roles import Role, RoleTable
 from migrator.analysis.walk import descendants, walk
 
 COLLECTORS = {"append", "extend", "update", "add", "add_batch", "add_batches"}
+# methods whose result is no longer a tensor: `gather_for_metrics` cannot take it
+_OUT_OF_TORCH = {"numpy", "tolist", "item"}
+
 
 def names_in(node: cst.CSTNode) -> list[cst.Name]:
     found: list[cst.Name] = []
@@ -91,8 +94,17 @@ class EvalLoop:
         models = model_names(facts, roles)
         self.models = models
         self.criteria = loss_modules(facts)
+        # model outputs turned into NumPy or Python values where they are bound
+        # (`pred = model(x).argmax(1).cpu().numpy()`): nothing of them can be gathered
+        self.converted_outputs: set[str] = set()
         for name, (_, value, _) in self.bound.items():
-            if value is not None and (is_model_call(value, models) or view_of(value, self.targets)):
+            if value is None:
+                continue
+            if is_model_call(value, models):
+                self.roots.add(name)
+                if leaves_torch(value):
+                    self.converted_outputs.add(name)
+            elif view_of(value, self.targets):
                 self.roots.add(name)
         self.tensors = set(self.roots)
         changed = True
@@ -179,8 +191,20 @@ class EvalLoop:
         return out
 
 
+def leaves_torch(value: cst.CSTNode) -> bool:
+    """`labels.cpu().numpy()`, `out.argmax(1).tolist()`: the value is a NumPy array or a
+    Python value, which `gather_for_metrics` cannot gather: the tensor before it can."""
+    return any(
+        isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in _OUT_OF_TORCH
+        for n in descendants(value)
+    )
+
+
 def view_of(value: cst.BaseExpression, targets: set[str]) -> bool:
-    """`batch`, `batch["labels"]`, `batch[1].to(device)`: a part of what the loop yields."""
+    """`batch`, `batch["labels"]`, `batch[1].to(device)`: a part of what the loop yields
+    that is still a tensor (`labels.cpu().numpy()` is computed from one, not a view)."""
+    if leaves_torch(value):
+        return False
     while True:
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute):
             value = value.func.value

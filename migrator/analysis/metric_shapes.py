@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis.collect import Facts
-from migrator.analysis.metric_loop import EvalLoop, names_in
+from migrator.analysis.metric_loop import EvalLoop, leaves_torch, names_in
 from migrator.analysis.names import dotted_name
 from migrator.analysis.walk import walk
 
@@ -82,6 +82,8 @@ def direct_values(loop: EvalLoop, statements, subscripted: set[str]) -> list[str
         value = loop.bound[name][1] if name in loop.bound else None
         if value is not None and reduces(value, loop.models):
             return None
+    if any(name in loop.bound and loop.bound[name][1] is not None and leaves_torch(loop.bound[name][1]) for name in direct):
+        return None  # `gt = labels.cpu().numpy()`: a NumPy array is not gathered
     return direct or None
 
 

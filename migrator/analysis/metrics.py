@@ -19,11 +19,12 @@ import libcst as cst
 
 from migrator.analysis.collect import Facts, LoopFact
 from migrator.analysis.losses import loss_reduction
-from migrator.analysis.metric_loop import EvalLoop, names_in
+from migrator.analysis.metric_loop import EvalLoop, leaves_torch, names_in
 from migrator.analysis.metric_shapes import (
     derived_roots,
     direct_values,
     fresh_name,
+    metric_chain,
     names_of_scope,
     reused_after,
     single_subscript,
@@ -170,6 +171,9 @@ def _gather(fact: LoopFact, facts: Facts, roles: RoleTable, parent, summed: froz
         i = names.index(r)
         names[i], values[i] = new, code
         renames.append((code, new))
+    converted = sorted(roots & loop.converted_outputs)
+    if converted and reason is None:
+        reason = f"`{converted[0]}` turns the model's output into a NumPy or Python value as it is computed; gather the tensor first"
     after = None
     bound_inside = [loop.bound[r] for r in names if r in loop.bound]
     if bound_inside:
@@ -179,14 +183,25 @@ def _gather(fact: LoopFact, facts: Facts, roles: RoleTable, parent, summed: froz
             reason = "a metric is counted before the model output it needs is computed"
     direct_mode = False
     if reason is None and names:
-        reused = reused_after(loop, after, statements, [n for n in names if n in loop.bound or n in loop.targets])
-        if reused and derived_roots(loop, statements) & set(reused):
+        in_loop = [n for n in names if n in loop.bound or n in loop.targets]
+        reused = reused_after(loop, after, statements, in_loop)
+        early = _computed_before(loop, statements, after, set(names))
+        if early or reused and derived_roots(loop, statements) & set(reused):
             # the metrics read values computed from what is reused: gather those values
             # instead (`predictions`), right before the metrics, into new names
             direct = direct_values(loop, statements, {code.split("[")[0] for code, _ in renames})
             direct_mode = direct is not None
-            if direct is None:
-                reason = f"`{reused[0]}` is used again in the loop with this process's shape; gather into new names by hand"
+            converted = any(leaves_torch(loop.bound[n][1]) for n in metric_chain(loop, statements))  # type: ignore[arg-type]
+            later = _last_before_chain(loop, statements, after, parent) if converted and not (direct_mode or early) else None
+            if later is not None and not reused_after(loop, later, statements, in_loop):
+                # they are NumPy values (`gt = labels.cpu().numpy()`): gather what they are
+                # computed from once nothing else reads it, before the first of them
+                after, reused = later, []
+            elif direct is None:
+                reason = (
+                    f"`{early}` is computed from this process's values before the last of them is bound; gather by hand"
+                    if early else f"`{reused[0]}` is used again in the loop with this process's shape; gather into new names by hand"
+                )
             else:
                 kept = [(n, v) for n, v in zip(names, values) if n != v]  # batch["labels"] -> labels
                 names, values = direct + [n for n, _ in kept], direct + [v for _, v in kept]
@@ -212,6 +227,34 @@ def _gather(fact: LoopFact, facts: Facts, roles: RoleTable, parent, summed: froz
         fact.node, tuple(statements), tuple(names), after, tuple(arg_gathers), reason, statements[0],
         values=tuple(values), renames=tuple(renames), reductions=reductions,
     )
+
+
+def _computed_before(loop: EvalLoop, statements, after: cst.BaseStatement | None, gathered: set[str]) -> str | None:
+    """A value the metrics read, computed from a gathered name before the gather
+    (`pred = out.argmax(1)` above `y = y.to(device)`): it would keep this process's rows."""
+    if after is None:
+        return None
+    for name in sorted(metric_chain(loop, statements), key=lambda n: loop.bound[n][0]):
+        position, value, _ = loop.bound[name]
+        if position < loop.order[id(after)] and value is not None and loop.roots_of(value) & gathered:
+            return name
+    return None
+
+
+def _last_before_chain(loop: EvalLoop, statements, after: cst.BaseStatement | None, parent) -> cst.BaseStatement | None:
+    """The statement right before the first one that computes what the metrics read
+    (`pred = outputs.max(1)[1]`), in its block: gathering there leaves the lines between
+    (`val_loss = criterion(outputs, labels)`) on this process's values, as they should be."""
+    chain = [loop.bound[n][2] for n in metric_chain(loop, statements)] + [parent(s) for s in statements]
+    first = min(chain, key=lambda s: loop.order.get(id(s), len(loop.order)))
+    block = parent(first)
+    body = list(getattr(block, "body", ()))
+    if first not in body or body.index(first) == 0:
+        return None
+    before = body[body.index(first) - 1]
+    if after is not None and loop.order.get(id(before), -1) <= loop.order[id(after)]:
+        return None
+    return before
 
 
 def _scalar_read(value: cst.CSTNode, loop: EvalLoop) -> str | None:

@@ -145,3 +145,52 @@ def test_values_of_unknown_shape_are_not_gathered_in_place_of_the_output() -> No
         """
     )
     assert "is used again in the loop" in gather.reason
+
+
+def test_numpy_values_are_gathered_as_the_tensors_they_come_from() -> None:
+    """semseg's validation: `gt = labels.cpu().numpy()` is no tensor to gather, and the
+    output is read by the loss first: the output and the labels are gathered after the
+    loss, right before the arrays are made from them."""
+    analysis, (gather,) = _gathers(
+        """
+        criterion = torch.nn.CrossEntropyLoss()
+        for images, labels in loader:
+            outputs = model(images)
+            val_loss = criterion(outputs, labels)
+            pred = outputs.max(1)[1].cpu().numpy()
+            gt = labels.cpu().numpy()
+            score.update(gt, pred)
+        """
+    )
+    assert gather.reason is None
+    assert set(gather.names) == {"labels", "outputs"}
+    assert analysis.module.code_for_node(gather.after).strip() == "val_loss = criterion(outputs, labels)"
+
+
+def test_a_value_computed_before_the_last_root_is_bound_is_gathered_itself() -> None:
+    """`pred` comes from the output before the labels are moved: gathering the output
+    after the labels would leave `pred` with this process's rows, so `pred` is gathered."""
+    analysis, (gather,) = _gathers(
+        """
+        correct = 0
+        for images, labels in loader:
+            outputs = model(images)
+            pred = outputs.argmax(1)
+            labels = labels.to(device)
+            correct += (pred == labels).sum().item()
+        """
+    )
+    assert gather.reason is None
+    assert set(gather.names) == {"pred", "labels"}
+    assert analysis.module.code_for_node(gather.after).strip() == "labels = labels.to(device)"
+
+
+def test_a_model_output_made_numpy_where_it_is_computed_is_not_gathered() -> None:
+    _, (gather,) = _gathers(
+        """
+        for images, labels in loader:
+            pred = model(images).argmax(1).cpu().numpy()
+            score.update(labels.numpy(), pred)
+        """
+    )
+    assert "NumPy" in gather.reason
