@@ -161,19 +161,27 @@ def assign_roles(
             role = _returned_loader(facts, b.value) or _loader_from_run(b, loader_calls or {})
         if role is not None and b.name not in roles:
             roles[b.name] = role
-    for b in facts.bindings:
-        value = b.element if b.element is not None else b.value
-        if roles.get(b.name) is Role.OPTIMIZER and isinstance(value, cst.Call):
-            for owner in parameter_owners(value, facts):
-                roles.setdefault(owner, Role.MODEL)
+    _models_of_optimizers(facts, roles)
     for name in _wrapped_models(facts):
         roles.setdefault(name, Role.MODEL)
     for name in _other_loader_classes(facts, roles):
         del roles[name]
     _roles_by_use(facts, roles, backward_loops)
+    # an optimizer known by its use only (`optimizer = get_optimizer(cfg)(model.parameters())`,
+    # then `optimizer.step()`) tells its model too
+    _models_of_optimizers(facts, roles)
     if argument_roles:
         _roles_by_callee(facts, roles, argument_roles)
     return RoleTable(roles)
+
+
+def _models_of_optimizers(facts: Facts, roles: dict[str, Role]) -> None:
+    """The names whose parameters an optimizer is built on are models."""
+    for b in facts.bindings:
+        value = b.element if b.element is not None else b.value
+        if roles.get(b.name) is Role.OPTIMIZER and isinstance(value, cst.Call):
+            for owner in parameter_owners(value, facts):
+                roles.setdefault(owner, Role.MODEL)
 
 
 def _roles_by_callee(facts: Facts, roles: dict[str, Role], argument_roles: dict[str, dict[str, str]]) -> None:

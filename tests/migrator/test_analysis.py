@@ -84,6 +84,25 @@ def test_roles_by_use() -> None:
     assert analysis.roles.of("train_data") is Role.DATALOADER
 
 
+def test_the_model_of_an_optimizer_known_by_its_use() -> None:
+    """semseg: the optimizer's class comes from a factory, so only `optimizer.step()`
+    says it is one; the model whose parameters it takes is a model all the same (its
+    saved state dict is then unwrapped)."""
+    analysis = _analyze(
+        """
+        import torch
+        model = get_model(cfg)
+        optimizer = get_optimizer(cfg)(model.parameters(), lr=0.1)
+        for x, y in loader:
+            optimizer.zero_grad()
+            loss_fn(model(x), y).backward()
+            optimizer.step()
+        """
+    )
+    assert analysis.roles.of("optimizer") is Role.OPTIMIZER
+    assert analysis.roles.of("model") is Role.MODEL
+
+
 def test_parameter_owners_become_models() -> None:
     analysis = _analyze(
         """
