@@ -103,7 +103,7 @@ def optimizers(program: Program) -> Iterator[tuple[str, ast.Call, set[str]]]:
 def _optimizers_and_models(pair: Pair) -> Iterator[Problem]:
     program = pair.after
     for name, call, models in optimizers(program):
-        steps = any(call_name(c) == f"{name}.step" for c in program.calls)
+        steps = any(_steps(c, name) for c in program.calls)
         optimizer_prepared = program.is_prepared(name)
         unprepared = sorted(m for m in models if not program.is_prepared(m) and not _raw_alias(program, m))
         if optimizer_prepared and unprepared:
@@ -119,6 +119,14 @@ def _optimizers_and_models(pair: Pair) -> Iterator[Problem]:
                 f"left as written: the model would be prepared but not `{name}`, the optimizer "
                 "that updates it (no loss scaling, accumulation or scheduler stepping); prepare them in one call",
             )
+
+
+def _steps(call: ast.Call, optimizer: str) -> bool:
+    """`optimizer.step()`, or a GradScaler's `scaler.step(optimizer)`."""
+    name = call_name(call)
+    if name == f"{optimizer}.step":
+        return True
+    return last(name) == "step" and any(dotted(a) == optimizer for a in call.args[:1])
 
 
 def _raw_alias(program: Program, name: str) -> bool:

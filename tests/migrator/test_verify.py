@@ -145,6 +145,35 @@ def test_optimizer_prepared_without_its_model() -> None:
     assert "AM951" in [c for c, _ in _codes(before, after)]
 
 
+def test_model_prepared_without_the_optimizer_a_grad_scaler_steps() -> None:
+    """SRGAN: the models are prepared where they are built, the optimizers elsewhere, and
+    only a GradScaler steps them (`scaler.step(optimizer)`)."""
+    before = """
+        import torch
+        def build():
+            return Net()
+        def optimizers(model):
+            return torch.optim.Adam(model.parameters())
+        model = build()
+        optimizer = optimizers(model)
+        scaler.step(optimizer)
+    """
+    after = HEAD + textwrap.dedent("""
+        def build():
+            accelerator = Accelerator()
+            model = Net()
+            model = accelerator.prepare(model)
+            return model
+        def optimizers(model):
+            optimizer = torch.optim.Adam(model.parameters())
+            return optimizer
+        model = build()
+        optimizer = optimizers(model)
+        scaler.step(optimizer)
+    """)
+    assert "AM951" in [c for c, _ in _codes(before, after)]
+
+
 def test_weight_decay_groups_lead_back_to_the_model() -> None:
     before = """
         import torch
