@@ -223,17 +223,42 @@ def droppable_moves(facts: Facts, roles, moves, prepared: set[str], placed: froz
     for move in moves:
         fact = calls.get(id(move.call))
         receiver = dotted_name(move.receiver)
+        order = _line_order(facts, move.call, parent)
         if receiver in prepared and roles.of(receiver) is Role.MODEL:
-            if fact is not None and _places_receiver(facts, receiver, fact, placed, _line_order(facts, move.call, parent)):
-                out.add(id(move.call))
+            if fact is not None and _places_receiver(facts, receiver, fact, placed, order):
+                if not _copied_later(facts, roles, receiver, fact.scope, order, prepared):
+                    out.add(id(move.call))
             continue
         if _is_prepared_construction(move.call, prepared_values, parent, facts.imports):
-            out.add(id(move.call))
+            bound = next((b.name for b in facts.bindings if b.statement is not None and facts.order.get(b.statement) == order), None)
+            if fact is None or bound is None or not _copied_later(facts, roles, bound, fact.scope, order, prepared):
+                out.add(id(move.call))
             continue
         batch = set().union(*(loop_batches.get(id(l), set()) for l in fact.loops)) if fact else set()
         if batch and _from_batch(move, batch, parent):
             out.add(id(move.call))
     return out
+
+
+def _copied_later(facts: Facts, roles, name: str, scope, order: int, prepared: set[str]) -> bool:
+    """After the move, a model nothing prepares is built from this one (`ema =
+    AveragedModel(model)`, `teacher = copy.deepcopy(model)`): it copies the parameters
+    where they are, so the move stays (on the Accelerator's device) to put the copy there."""
+    from migrator.analysis.distributed import WRAPPERS
+    from migrator.analysis.roles import Role, peel_moves
+
+    for b in facts.bindings:
+        value = b.value
+        if b.scope is not scope or b.name == name or b.name in prepared or not isinstance(value, cst.Call) or not value.args:
+            continue
+        if facts.imports.qualify(value.func) in WRAPPERS:
+            continue  # a hand-made DDP wrap: it goes, and prepare() places the model
+        if facts.order.get(b.statement, -1) <= order or roles.of(b.name) is not Role.MODEL:
+            continue
+        first = value.args[0]
+        if first.keyword is None and dotted_name(peel_moves(first.value)) == name:
+            return True
+    return False
 
 
 def _reaching(facts: Facts, name: str, scope, order: int) -> Binding | None:

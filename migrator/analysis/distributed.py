@@ -240,7 +240,7 @@ class _Builder:
         return out
 
     def module_accesses(self, wrapped: set[str]) -> list[cst.BaseExpression]:
-        models = wrapped | set(self.roles.names(Role.MODEL))
+        models = wrapped | (set(self.roles.names(Role.MODEL)) - self._own_wrappers(wrapped))
         out: list[cst.BaseExpression] = []
         taken: set[int] = set()
         for name in models:
@@ -249,6 +249,22 @@ class _Builder:
                 if id(whole) not in taken:
                     taken.add(id(whole))
                     out.append(whole)
+        return out
+
+    def _own_wrappers(self, wrapped: set[str]) -> set[str]:
+        """Models built by another class around a model (`ema = AveragedModel(model)`, timm's
+        `ModelEma(model)`): their `.module` is their own attribute, not a DDP wrapper's."""
+        out = set()
+        models = set(self.roles.names(Role.MODEL))
+        for b in self.facts.bindings:
+            value = b.value
+            if b.name in wrapped or b.element is not None or not isinstance(value, cst.Call) or not value.args:
+                continue
+            if self.facts.imports.qualify(value.func) in WRAPPERS:
+                continue  # `ddp_model = DDP(model)`: DDP's own `.module`
+            first = value.args[0]
+            if first.keyword is None and dotted_name(peel_moves(first.value)) in models - {b.name}:
+                out.add(b.name)
         return out
 
     def _unwrap_idiom(self, access: cst.CSTNode, name: str) -> cst.BaseExpression:

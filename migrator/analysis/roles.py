@@ -28,6 +28,7 @@ class Role(enum.Enum):
 _MODEL_FACTORIES = ("torchvision.models.", "timm.create_model", "transformers.")
 _EXTRA_OPTIMIZERS = {"AdamW", "Adafactor", "Lion", "LAMB", "Lamb", "AdamW8bit", "Adam8bit", "SGD"}
 _SCHEDULER_FACTORY = re.compile(r"^get_(\w*_)?schedule(r)?(_\w*)?$")
+_SWA = "torch.optim.swa_utils."
 _PASSTHROUGH_METHODS = {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval"}
 
 
@@ -73,8 +74,10 @@ def role_of_value(
     func = dotted_name(value.func) or ""
     qualified = imports.qualify(value.func) or func
     last = qualified.split(".")[-1]
-    if qualified.startswith("torch.optim.lr_scheduler.") or _SCHEDULER_FACTORY.match(last):
+    if qualified.startswith("torch.optim.lr_scheduler.") or _SCHEDULER_FACTORY.match(last) or qualified == _SWA + "SWALR":
         return Role.SCHEDULER
+    if qualified == _SWA + "AveragedModel":  # an EMA or SWA copy of a model: a module, no optimizer
+        return Role.MODEL
     if qualified.startswith("torch.optim.") and last[:1].isupper():
         return Role.OPTIMIZER
     if last in _EXTRA_OPTIMIZERS and not qualified.startswith("torch."):
