@@ -39,6 +39,8 @@ class UnpreparedObjects(Rule):
     - stepped per epoch (`scheduler.step()` outside the batch loop): not passed to
       `prepare`; epochs are the same on any number of processes.
 
+    The finding names each scheduler (or loader) left out of `prepare` and why.
+
     ## Example
     ```python
     model = Net()
@@ -67,7 +69,7 @@ class UnpreparedObjects(Rule):
 
     code = "AM201"
     name = "unprepared-objects"
-    message = "{names} not passed through accelerator.prepare()"
+    message = "{names} not passed through accelerator.prepare(){kept}"
     fix_title = "Insert `accelerator.prepare(...)` after their definitions"
     fix = FixAvailability.ALWAYS
     examples = (
@@ -83,7 +85,8 @@ class UnpreparedObjects(Rule):
         if plan is None or not self.analysis.migrating:
             return
         indent = "" if isinstance(plan.block.owner, cst.Module) else "    "
-        for group in plan.groups:
+        kept = "".join(f"; `{name}` stays out of it ({why})" for name, why in plan.left_out)
+        for i, group in enumerate(plan.groups):
             accelerator = self.analysis.accelerator_at(group.after) or self.analysis.accelerator
             statement = prepare_statement(accelerator, group.names, indent)
             twins = [cst.parse_statement(f"{twin} = {loader}\n") for loader, twin in group.twins]
@@ -91,4 +94,5 @@ class UnpreparedObjects(Rule):
                 group.after,
                 edits=[insert_after(group.after, *twins, statement)],
                 names=", ".join(group.names),
+                kept="" if i else kept,
             )
