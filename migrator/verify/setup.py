@@ -203,7 +203,7 @@ def _unpreparable(pair: Pair) -> Iterator[Problem]:
     program = pair.after
     for prepare in program.prepares:
         for arg, node in zip(prepare.args, prepare.call.args):
-            values = program.values_of(arg) if arg else [node]
+            values = _values_reaching(program, arg, prepare) if arg else [node]
             for value in values:
                 if isinstance(value, ast.IfExp) and any(
                     isinstance(v, ast.Constant) and v.value is None for v in (value.body, value.orelse)
@@ -228,3 +228,15 @@ def _unpreparable(pair: Pair) -> Iterator[Problem]:
                         f"left as written: `{ast.unparse(node)}` is a `{last(call_name(value))}(...)` object, "
                         "not a DataLoader; prepare the loader it wraps instead",
                     )
+
+
+def _values_reaching(program: Program, name: str, prepare) -> list[ast.AST]:
+    """The values `name` may hold at the prepare: bound in its scope above it, or anywhere
+    when it is bound in no scope of its own (a function's own `loader = tqdm(loader)` is
+    another variable)."""
+    mine = [
+        a.value for a in program.assigns
+        if a.value is not None and a.target == name and a.scope is prepare.scope
+        and getattr(a.node, "lineno", 0) <= prepare.call.lineno
+    ]
+    return mine or program.values_of(name)

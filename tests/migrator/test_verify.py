@@ -216,6 +216,29 @@ def test_training_loop_over_an_unprepared_loader() -> None:
     assert "AM951" in [c for c, _ in _codes(before, after)]
 
 
+def test_a_tqdm_of_the_same_name_in_another_function_is_another_variable() -> None:
+    """vq-vae-2: `train()` shows its own `loader = tqdm(loader)`; main() prepares the
+    DataLoader it built under that name."""
+    before = """
+        import torch
+        def train(loader):
+            loader = tqdm(loader)
+        def main():
+            loader = DataLoader(data)
+            train(loader)
+    """
+    after = HEAD + textwrap.dedent("""
+        def train(loader):
+            loader = tqdm(loader)
+        def main():
+            accelerator = Accelerator()
+            loader = DataLoader(data)
+            loader = accelerator.prepare(loader)
+            train(loader)
+    """)
+    assert "AM951" not in [c for c, _ in _codes(before, after)]
+
+
 def test_a_tqdm_object_given_to_prepare() -> None:
     before = "import torch\nbar = tqdm(loader)\n"
     after = HEAD + "accelerator = Accelerator()\nbar = tqdm(loader)\nbar = accelerator.prepare(bar)\n"
