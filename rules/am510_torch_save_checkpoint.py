@@ -66,7 +66,7 @@ class TorchSaveCheckpoint(Rule):
     code = "AM510"
     name = "torch-save-checkpoint"
     message = (
-        "`torch.save` writes from every process{wrapped}; save once with accelerator.save after wait_for_everyone() "
+        "`torch.save` {audience}{wrapped}; save once with accelerator.save after wait_for_everyone() "
         "(and wait again before another process loads the file){note}"
     )
     fix_title = "Use accelerator.save, unwrap the model, wait for everyone first"
@@ -96,7 +96,10 @@ class TorchSaveCheckpoint(Rule):
         for save in saves(analysis):
             accelerator = analysis.accelerator_at(save.call)
             if accelerator is None:
-                self.report(save.call, wrapped=_wrapped(save), note=" (left as written: the Accelerator cannot be reached from here)" + self._clock(save))
+                self.report(
+                    save.call, wrapped=_wrapped(save), audience=self._audience(save),
+                    note=" (left as written: the Accelerator cannot be reached from here)" + self._clock(save),
+                )
             else:
                 found.append((save, accelerator))
         anchors = {id(s.anchor) for s, _ in found if s.anchor is not None}
@@ -118,7 +121,13 @@ class TorchSaveCheckpoint(Rule):
             edits += self._barriers_before_loads(group, {id(anchor)} if anchor is not None else set())
             fix = Fix(tuple(edits))
             for save, _ in group:
-                self.report(save.call, edits=fix, wrapped=_wrapped(save), note=self._clock(save))
+                self.report(save.call, edits=fix, wrapped=_wrapped(save), audience=self._audience(save), note=self._clock(save))
+
+    def _audience(self, save: Save) -> str:
+        """Under a main-process guard the save already runs once: what is left is the wrap."""
+        if self.analysis.branches.runs_only_on_main(save.call):
+            return "writes under a main-process guard"
+        return "writes from every process"
 
     def _edits(self, save: Save, accelerator: str) -> list[Edit]:
         """Small edits, so that the rewrites of other rules around them still apply in
