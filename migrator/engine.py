@@ -300,7 +300,7 @@ def _unsafe_to_write(lint: EngineOutcome) -> list:
         "AM915": (
             "AM956",
             "left as written: the backward pass would run a number of times each process decides for "
-            "itself, so on N processes the gradient all-reduce would hang (AM915 shows the loop); make "
+            "itself, so on N processes the gradient all-reduce would hang (AM915 shows where); make "
             "the step count the same on every process, then migrate",
         ),
         "AM224": (

@@ -7,6 +7,7 @@ import re
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.step_skips import skipped_steps
 from migrator.rule import Example, Rule
 from migrator.analysis.walk import walk
 
@@ -39,6 +40,11 @@ class UnevenTrainingSteps(Rule):
     Use instead: keep such training on one process, or make the number of optimisation
     steps the same on every process (a fixed number of updates per episode, decoupled from
     the episode's length), then migrate.
+
+    A step one process may leave on its own is reported too: `if loss == 0: continue` (or
+    `if torch.isnan(loss): continue`) above the backward, a `break` on a value of this
+    process's batch, an `except` that swallows the step's error and goes on. A test of
+    what every process shares (an enumerate index, a counter, a setting) is not.
 
     ## Known limits
     Loops over a DataLoader, a `range()` or a fixed collection are not reported: a `break`
@@ -75,6 +81,13 @@ class UnevenTrainingSteps(Rule):
             if found is not None:
                 what = cst.Module([]).code_for_node(found.func).strip() + "()"
                 self.report(found, what=f"`{what}`", why=why)
+        for loop in [*self.analysis.nodes("For"), *self.analysis.nodes("While")]:
+            if _uneven(loop) is not None:
+                continue  # reported above as a whole
+            for skip, why in skipped_steps(loop, lambda node: self._first_training_call(node, trainers) is not None):
+                found = self._first_training_call(loop.body, trainers)
+                what = cst.Module([]).code_for_node(found.func).strip() + "()"  # type: ignore[union-attr]
+                self.report(skip, what=f"`{what}`", why=why)
         for branch in self.analysis.nodes("If"):
             test = cst.Module([]).code_for_node(branch.test).strip()
             if not _BUFFER_TEST.search(test):
