@@ -26,8 +26,35 @@ def check(pair: Pair) -> list[Problem]:
         return []
     return (
         list(_optimizers_and_models(pair)) + list(_training_loaders(pair)) + list(_unpreparable(pair))
-        + list(_optimizers_alone(pair)) + list(_wrap_dropped(pair))
+        + list(_optimizers_alone(pair)) + list(_wrap_dropped(pair)) + list(_prepared_and_dropped(pair))
     )
+
+
+def _prepared_and_dropped(pair: Pair) -> Iterator[Problem]:
+    """A parameter of a function prepared there and never read again: the prepared object
+    dies with the call, and the caller goes on with the one it passed in (SRGAN's models,
+    handed to `define_optimizer` for their parameters)."""
+    program = pair.after
+    for prepare in program.prepares:
+        function = prepare.scope
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        parameters = {a.arg for a in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]}
+        end = getattr(prepare.call, "end_lineno", prepare.call.lineno)
+        for target in prepare.targets:
+            if target not in parameters:
+                continue
+            read_later = any(
+                isinstance(n, ast.Name) and n.id == target and isinstance(n.ctx, ast.Load) and n.lineno > end
+                for n in ast.walk(function)
+            )
+            if not read_later:
+                yield pair.at_after(
+                    CODE, prepare.call,
+                    f"left as written: `{target}` would be prepared inside `{function.name}()`, which takes it as a "
+                    "parameter and neither uses nor returns the prepared object, so its caller would go on with the "
+                    "unprepared one; prepare it where the caller binds it",
+                )
 
 
 _WRAPS = ("DistributedDataParallel", "DataParallel")

@@ -174,6 +174,27 @@ def test_model_prepared_without_the_optimizer_a_grad_scaler_steps() -> None:
     assert "AM951" in [c for c, _ in _codes(before, after)]
 
 
+def test_a_model_prepared_in_a_function_that_only_borrows_it() -> None:
+    """SRGAN's `define_optimizer(g_model, d_model, config)` returns the optimizers only:
+    models prepared there would never reach the training loop."""
+    before = """
+        import torch
+        def define_optimizer(model):
+            optimizer = torch.optim.Adam(model.parameters())
+            return optimizer
+    """
+    after = HEAD + textwrap.dedent("""
+        def define_optimizer(model):
+            accelerator = Accelerator()
+            optimizer = torch.optim.Adam(model.parameters())
+            model, optimizer = accelerator.prepare(model, optimizer)
+            return optimizer
+    """)
+    assert [p.message for p in verify(textwrap.dedent(before), after) if "inside `define_optimizer()`" in p.message]
+    kept = after.replace("return optimizer", "return model, optimizer")
+    assert "AM951" not in [c for c, _ in _codes(before, kept)]
+
+
 def test_weight_decay_groups_lead_back_to_the_model() -> None:
     before = """
         import torch
@@ -419,10 +440,11 @@ def test_the_engine_reports_silent_training_through_the_cli(tmp_path) -> None:
 
 
 def test_a_set_up_in_a_function_nothing_here_calls() -> None:
-    before = "import torch\ndef train(rank, model):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    before = "import torch\ndef train(rank, model):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    fit(model, opt)\n"
     after = HEAD + (
         "def train(rank, model):\n    accelerator = Accelerator()\n"
         "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    model, opt = accelerator.prepare(model, opt)\n"
+        "    fit(model, opt)\n"
     )
     assert ("AM954", 3) in _codes(before, after)
     entry = after.replace("def train(rank, model)", "def main(rank, model)")
