@@ -84,7 +84,8 @@ class UnevenTrainingSteps(Rule):
         for loop in [*self.analysis.nodes("For"), *self.analysis.nodes("While")]:
             if _uneven(loop) is not None:
                 continue  # reported above as a whole
-            for skip, why in skipped_steps(loop, lambda node: self._first_training_call(node, trainers) is not None):
+            value_of = self._values_in(loop)
+            for skip, why in skipped_steps(loop, lambda node: self._first_training_call(node, trainers) is not None, value_of):
                 found = self._first_training_call(loop.body, trainers)
                 what = cst.Module([]).code_for_node(found.func).strip() + "()"  # type: ignore[union-attr]
                 self.report(skip, what=f"`{what}`", why=why)
@@ -96,6 +97,15 @@ class UnevenTrainingSteps(Rule):
             if found is not None:
                 what = cst.Module([]).code_for_node(found.func).strip() + "()"
                 self.report(found, what=f"`{what}`", why=f"only `if {test}`, a count each process reaches at its own pace")
+
+    def _values_in(self, loop: cst.CSTNode):
+        """What each name of the loop's function (or module) is bound to, each binding."""
+        scope = self.analysis.scope_of(loop)
+        bound: dict[str, list[cst.CSTNode]] = {}
+        for b in self.analysis.facts.bindings:
+            if b.scope is scope and b.value is not None:
+                bound.setdefault(b.name, []).append(b.value)
+        return lambda name: bound.get(name, [])
 
     def _first_training_call(self, node: cst.CSTNode, trainers: set[str]) -> cst.Call | None:
         """The first `x.backward(...)` / `accelerator.backward(...)` or call of a function

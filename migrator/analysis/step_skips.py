@@ -19,15 +19,16 @@ from migrator.analysis.names import dotted_name
 from migrator.analysis.walk import walk
 
 
-def skipped_steps(loop: cst.For | cst.While, is_training: Callable[[cst.CSTNode], bool]) -> Iterator[tuple[cst.CSTNode, str]]:
+def skipped_steps(
+    loop: cst.For | cst.While, is_training: Callable[[cst.CSTNode], bool], value_of: Callable[[str], list[cst.CSTNode]],
+) -> Iterator[tuple[cst.CSTNode, str]]:
     """(the statement that skips, why) for each way out of a step that only some
     processes may take; `is_training(node)`: whether `node` holds a backward (or a call
-    of a function that runs one)."""
+    of a function that runs one); `value_of(name)`: what a name of the loop's function
+    is bound to (`pbar = tqdm(range(n))`), each binding."""
     if not is_training(loop.body):
         return
-    local = _bound_in(loop.body) | _loop_values(loop)
-    counters = _counters(loop.body)
-    per_process = local - counters
+    per_process = _per_process(loop, value_of)
     trained = False  # a backward above: a `continue` from here on skips only what follows it
     for statement in _own_statements(loop.body):
         if isinstance(statement, cst.SimpleStatementLine) and is_training(statement):
@@ -92,52 +93,81 @@ def _raises(block: cst.BaseSuite) -> bool:
     return found
 
 
-def _loop_values(loop: cst.For | cst.While) -> set[str]:
+_WRAPPERS = {"tqdm", "enumerate", "iter", "trange"}
+_SHARED_CALLS = {"range", "count", "int", "float", "min", "max", "abs", "round", "len", "bool", "str", "divmod"}
+
+
+def _counts(iterable: cst.CSTNode | None, value_of: Callable[[str], list[cst.CSTNode]], depth: int = 0) -> bool:
+    """`range(n)`, `tqdm(range(n))`, `count()`, or a name bound to one of them."""
+    if isinstance(iterable, cst.Name):
+        return depth < 3 and any(_counts(v, value_of, depth + 1) for v in value_of(iterable.value))
+    if not isinstance(iterable, cst.Call):
+        return False
+    callee = (dotted_name(iterable.func) or "").split(".")[-1]
+    if callee in _WRAPPERS or callee == "trange":
+        return callee == "trange" or bool(iterable.args) and _counts(iterable.args[0].value, value_of, depth)
+    return callee in ("range", "count")
+
+
+def _loop_values(loop: cst.For | cst.While, value_of: Callable[[str], list[cst.CSTNode]]) -> set[str]:
     """What the loop hands each step (`data` of `for i, data in enumerate(loader)`), not
-    its index."""
-    if not isinstance(loop, cst.For):
+    its index, nor the numbers of a `range`."""
+    if not isinstance(loop, cst.For) or _counts(loop.iter, value_of):
         return set()
-    if isinstance(loop.iter, cst.Call) and (dotted_name(loop.iter.func) or "").split(".")[-1] in ("range", "count"):
-        return set()  # `for step in range(n)`: a count
     return {n.value for n in names_in(loop.target)} - {enumerate_index(loop)}
 
 
-def _bound_in(block: cst.CSTNode) -> set[str]:
-    names: set[str] = set()
+def _calls_data(value: cst.CSTNode) -> bool:
+    """A call other than arithmetic on numbers (`next(it)`, `model(x)`, `loss.item()`):
+    what it returns may be this process's own."""
+    found = False
 
     class _Find(cst.CSTVisitor):
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            names.update(n.value for n in names_in(node.target))
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            found = found or (dotted_name(node.func) or "").split(".")[-1] not in _SHARED_CALLS
+
+    walk(value, _Find())
+    return found
+
+
+def _per_process(loop: cst.For | cst.While, value_of: Callable[[str], list[cst.CSTNode]]) -> set[str]:
+    """Names of the loop whose value may differ between processes: what the loop hands
+    each step, what a call returns (`next(it)`, `model(x)`), and what is computed from
+    them. A name computed only from what every process shares (an enumerate index, `i = idx + args.start`, `step += 1`, a setting bound
+    outside the loop) is not; a value that depends on a test of this process's data
+    through an `if` (early stopping on an unreduced loss) is taken as shared too: only
+    data flow is followed."""
+    values: dict[str, list[cst.CSTNode]] = {}
+
+    class _Find(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for target in node.targets:
+                for n in names_in(target.target):
+                    values.setdefault(n.value, []).append(node.value)
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            names.update(n.value for n in names_in(node.target))
+            for n in names_in(node.target):
+                values.setdefault(n.value, []).append(node.value)
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            names.update(n.value for n in names_in(node.target))
+            for n in names_in(node.target):
+                values.setdefault(n.value, []).append(node.value if node.value is not None else node.target)
+
+        def visit_For(self, node: cst.For) -> None:
+            for n in names_in(node.target):
+                values.setdefault(n.value, []).append(node.iter)
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return False
 
-    walk(block, _Find())
-    return names
-
-
-def _counters(block: cst.CSTNode) -> set[str]:
-    """Names the loop only counts with (`step += 1`): the same on every process."""
-    counted: set[str] = set()
-    other: set[str] = set()
-
-    class _Find(cst.CSTVisitor):
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            target = node.target
-            if isinstance(target, cst.Name):
-                (counted if isinstance(node.value, cst.Integer) else other).add(target.value)
-
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            other.update(n.value for n in names_in(node.target))
-
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return False
-
-    walk(block, _Find())
-    return counted - other
+    walk(loop.body, _Find())
+    varying = _loop_values(loop, value_of) | {name for name, bound in values.items() if any(_calls_data(v) for v in bound)}
+    changed = True
+    while changed:
+        changed = False
+        for name, bound in values.items():
+            if name not in varying and any({n.value for n in names_in(v)} & varying for v in bound):
+                varying.add(name)
+                changed = True
+    return varying

@@ -1,0 +1,102 @@
+"""analysis/step_skips.py: ways out of a training step that one process may take alone."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+
+from migrator.analysis.step_skips import skipped_steps
+
+
+def _skips(code: str) -> list[str]:
+    module = cst.parse_module(textwrap.dedent(code))
+    values: dict[str, list[cst.CSTNode]] = {}
+    for statement in module.body:
+        if isinstance(statement, cst.SimpleStatementLine) and isinstance(statement.body[0], cst.Assign):
+            assign = statement.body[0]
+            values.setdefault(cst.Module([]).code_for_node(assign.targets[0].target), []).append(assign.value)
+    loop = next(s for s in module.body if isinstance(s, (cst.For, cst.While)))
+
+    def trains(node: cst.CSTNode) -> bool:
+        return "backward(" in module.code_for_node(node)
+
+    return [why for _, why in skipped_steps(loop, trains, lambda name: values.get(name, []))]
+
+
+def test_a_skip_on_this_process_s_loss_before_the_backward() -> None:
+    (why,) = _skips(
+        """
+        for images, targets in loader:
+            loss = criterion(model(images), targets)
+            if bool(loss == 0):
+                continue
+            loss.backward()
+        """
+    )
+    assert "`if bool(loss == 0):`" in why
+
+
+def test_skips_every_process_takes_together_are_not_named() -> None:
+    """A resume skip on the enumerate index, a count derived from a range, a logging
+    `continue` after the backward."""
+    assert _skips(
+        """
+        pbar = range(args.iter)
+        pbar = tqdm(pbar, initial=args.start)
+        for idx in pbar:
+            i = idx + args.start
+            if i > args.iter:
+                break
+            loss = model(next(loader)).sum()
+            loss.backward()
+            if i % 10:
+                continue
+            print(loss.item())
+        """
+    ) == []
+    assert _skips(
+        """
+        for step, batch in enumerate(loader):
+            if step < args.resume_step:
+                continue
+            model(batch).sum().backward()
+        """
+    ) == []
+
+
+def test_a_break_on_this_process_s_value_after_the_backward() -> None:
+    (why,) = _skips(
+        """
+        while True:
+            batch = next(iterator)
+            loss = model(batch).sum()
+            loss.backward()
+            if loss.item() < 1e-3:
+                break
+        """
+    )
+    assert "loss.item() < 1e-3" in why
+
+
+def test_an_error_swallowed_around_the_backward() -> None:
+    assert len(_skips(
+        """
+        for batch in loader:
+            try:
+                model(batch).sum().backward()
+            except Exception as error:
+                print(error)
+                continue
+        """
+    )) == 1
+    assert _skips(
+        """
+        for batch in loader:
+            try:
+                model(batch).sum().backward()
+            except RuntimeError:
+                torch.cuda.empty_cache()
+                raise
+        """
+    ) == []
