@@ -1,4 +1,5 @@
-"""Cross-process operations on nested tensors: gather, gather_for_metrics, reduce, pad, broadcast.
+"""Cross-process operations on nested tensors: gather, gather_for_metrics, reduce, pad, broadcast
+(and objects: gather_object, broadcast_object).
 
 Each is a thin use of torch.distributed's collectives; with one process they return the
 input unchanged, so scripts run the same under plain `python`.
@@ -113,6 +114,24 @@ def broadcast(data: Any, from_process: int = 0) -> Any:
         return out
 
     return map_tensors(broadcast_one, data)
+
+
+def broadcast_object(data: Any, device: torch.device | str = "cpu", from_process: int = 0) -> Any:
+    """One process's picklable object on every process (others pass anything, e.g. None).
+
+    The object travels pickled in a byte tensor, its length first (torch's own
+    broadcast_object_list needs NumPy, which the runtime does not depend on). `device` must
+    be one the backend can send from: the process's GPU under NCCL.
+    """
+    if world_size() == 1:
+        return data
+    mine = dist.get_rank() == from_process
+    payload = torch.frombuffer(bytearray(pickle.dumps(data)), dtype=torch.uint8) if mine else torch.empty(0, dtype=torch.uint8)
+    size = torch.tensor([payload.numel()], dtype=torch.int64, device=device)
+    dist.broadcast(size, src=from_process)
+    buffer = payload.to(device) if mine else torch.empty(int(size.item()), dtype=torch.uint8, device=device)
+    dist.broadcast(buffer, src=from_process)
+    return data if mine else pickle.loads(bytes(buffer.cpu().untyped_storage()))
 
 
 def split_between_processes(inputs: Any, rank: int, world: int, apply_padding: bool = False) -> Any:

@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator
 
 import torch
-from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler
+from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, IterableDataset, RandomSampler, SequentialSampler
 
 from runtime.accumulation import GradientSync
-from runtime.collectives import broadcast
+from runtime.collectives import broadcast, broadcast_object
 from runtime.nested import send_to_device
-from runtime.prepared.sharding import IterableShard, SeededRandomSampler, ShardedBatchSampler
+from runtime.prepared.sharding import AgreedBatches, IterableShard, SeededRandomSampler, ShardedBatchSampler
 from runtime.process import ProcessInfo
 
 
@@ -69,6 +69,8 @@ class PreparedDataLoader(DataLoader):
             source = BatchSampler(sampler, batch_size, drop_last)
         else:  # a custom batch sampler: shard its batches as they come
             batch_size, drop_last = None, bool(getattr(source, "drop_last", False))
+        if info.world_size > 1 and _own_order(loader.batch_sampler, sampler):
+            source = AgreedBatches(source, self._agree_batches, info.rank == 0)
         self._shard = ShardedBatchSampler(
             source,
             info.rank,
@@ -101,6 +103,10 @@ class PreparedDataLoader(DataLoader):
             loader.dataset, info.rank, info.world_size, size, drop_last=loader.drop_last, even_batches=even
         )
         return self._shard, {**batching, "batch_size": size}
+
+    def _agree_batches(self, batches: list[list[Any]] | None) -> list[list[Any]]:
+        """Process 0's batches of this epoch on every process."""
+        return broadcast_object(batches, self._comm_device)
 
     def _agree(self, value: torch.Tensor) -> torch.Tensor:
         """Process 0's shuffle seed (or generator state) on every process, so all shard one order."""
@@ -237,3 +243,16 @@ def _worker_settings(loader: DataLoader) -> dict[str, Any]:
         "pin_memory_device": loader.pin_memory_device,
         "in_order": getattr(loader, "in_order", True),
     }
+
+
+def _own_order(batch_sampler: Any, sampler: Any) -> bool:
+    """The epoch's order comes from a sampler of the user's (or torch's WeightedRandomSampler,
+    SubsetRandomSampler ...) whose randomness the processes do not agree on by themselves,
+    and whose length is known (an endless sampler cannot be drawn ahead). A RandomSampler
+    is seeded alike on every process instead; a SequentialSampler has no randomness; a
+    DistributedSampler is already one process's part."""
+    if batch_sampler is not None and type(batch_sampler) is not BatchSampler:
+        return hasattr(batch_sampler, "__len__") and not isinstance(getattr(batch_sampler, "sampler", None), DistributedSampler)
+    if isinstance(sampler, (SequentialSampler, RandomSampler, DistributedSampler)):
+        return False
+    return hasattr(sampler, "__len__")

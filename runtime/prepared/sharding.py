@@ -14,6 +14,35 @@ import torch
 from torch.utils.data import IterableDataset, RandomSampler, Sampler
 
 
+class AgreedBatches:
+    """The batches of a sampler whose order is its own affair (a custom batch sampler that
+    shuffles with Python's `random`, a WeightedRandomSampler drawing from the global RNG):
+    drawn once per epoch on process 0 and shared, so every process shards one list. Each
+    process drawing its own, unseeded or seeded per process, would shard different orders:
+    some samples taken by two processes, others by none. `share` sends process 0's list
+    (the others pass None) to every process."""
+
+    def __init__(self, source: Iterable[list[Any]], share: Callable[[list[list[Any]] | None], list[list[Any]] | None], main: bool) -> None:
+        self.source = source
+        self._share = share
+        self._main = main
+
+    def __iter__(self) -> Iterator[list[Any]]:
+        drawn = [list(batch) for batch in self.source] if self._main else None
+        shared = self._share(drawn)
+        if shared is None:  # no process group to share through: one process playing rank r
+            shared = [list(batch) for batch in self.source]
+        return iter(shared)
+
+    def __len__(self) -> int:
+        return len(self.source)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> Any:  # `sampler`, `drop_last`, `batch_size` of the source
+        if name == "source":
+            raise AttributeError(name)
+        return getattr(self.source, name)
+
+
 class SeededRandomSampler(RandomSampler):
     """RandomSampler whose per-epoch shuffle can be imposed (resume), agreed between processes, and read.
 

@@ -7,9 +7,10 @@ also writes the observed shards to OUT/shards.json for the test to look at.
 import argparse
 import json
 import os
+import random
 
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset
+from torch.utils.data import DataLoader, Dataset, IterableDataset, WeightedRandomSampler
 
 from runtime import Accelerator, set_seed
 
@@ -82,6 +83,44 @@ def check_split_and_iterable(acc):
     assert from_stream == list(range(SIZE)), f"IterableDataset shards must gather back to the stream: {from_stream}"
 
 
+class OwnShuffle:
+    """A batch sampler of the user's that shuffles with Python's `random` (RetinaNet's
+    AspectRatioBasedSampler): each process would draw its own order."""
+
+    def __init__(self, size, batch):
+        self.size, self.batch = size, batch
+
+    def __iter__(self):
+        order = list(range(self.size))
+        random.shuffle(order)
+        return iter([order[i:i + self.batch] for i in range(0, self.size, self.batch)])
+
+    def __len__(self):
+        return (self.size + self.batch - 1) // self.batch
+
+
+def check_own_randomness(acc):
+    """Samplers whose randomness the processes do not agree on (a custom batch sampler
+    on `random`, WeightedRandomSampler on the global torch RNG), each process seeded on
+    its own: process 0 draws the epoch and shares it, so the shards still cover the data
+    exactly once."""
+    random.seed(acc.process_index)
+    torch.manual_seed(100 + acc.process_index)
+    # sizes that split evenly between 2 processes: no padded round to repeat a sample
+    weighted = WeightedRandomSampler([1.0] * 10 + [0.0] * (SIZE - 10), 10, replacement=False)
+    loaders = {
+        "custom batch sampler": DataLoader(Indices(), batch_sampler=OwnShuffle(8, 2)),
+        "WeightedRandomSampler": DataLoader(Indices(), batch_size=1, sampler=weighted),
+    }
+    sizes = {"custom batch sampler": 8, "WeightedRandomSampler": 10}
+    for name, loader in loaders.items():
+        loader = acc.prepare(loader)
+        mine = [i for batch in loader for i in batch["index"].tolist()]
+        everyone = acc.gather_for_metrics([mine], use_gather_object=True)
+        flat = sorted(i for part in everyone for i in part)
+        assert flat == list(range(sizes[name])), f"{name}: the shards must cover the data once, got {everyone}"
+
+
 def check_collectives(acc, out):
     rank = acc.process_index
     value = torch.tensor([float(rank + 1)], device=acc.device)
@@ -123,6 +162,7 @@ def main():
     assert first == again, "the same seed must give the same shards"
     assert first != other, "another seed must give other shards"
     check_uneven(acc)
+    check_own_randomness(acc)
     check_split_and_iterable(acc)
     check_collectives(acc, args.out)
     if acc.is_main_process:
