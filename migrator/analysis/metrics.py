@@ -191,12 +191,14 @@ def _gather(fact: LoopFact, facts: Facts, roles: RoleTable, parent, summed: froz
             # instead (`predictions`), right before the metrics, into new names
             direct = direct_values(loop, statements, {code.split("[")[0] for code, _ in renames})
             direct_mode = direct is not None
-            converted = any(leaves_torch(loop.bound[n][1]) for n in metric_chain(loop, statements))  # type: ignore[arg-type]
-            later = _last_before_chain(loop, statements, after, parent) if converted and not (direct_mode or early) else None
-            if later is not None and not reused_after(loop, later, statements, in_loop):
-                # they are NumPy values (`gt = labels.cpu().numpy()`): gather what they are
-                # computed from once nothing else reads it, before the first of them
-                after, reused = later, []
+            converted = sorted(n for n in metric_chain(loop, statements) if leaves_torch(loop.bound[n][1]))  # type: ignore[arg-type]
+            if direct is None and converted:
+                reason = (
+                    f"the metric reads NumPy values made in the loop (`{converted[0]}`): gathering the "
+                    "tensors they come from needs the same shape on every process beyond the batch (images of one "
+                    "size), which the code does not show; add the metric's state up across processes after the loop "
+                    "(`accelerator.reduce`) instead"
+                )
             elif direct is None:
                 reason = (
                     f"`{early}` is computed from this process's values before the last of them is bound; gather by hand"
@@ -239,22 +241,6 @@ def _computed_before(loop: EvalLoop, statements, after: cst.BaseStatement | None
         if position < loop.order[id(after)] and value is not None and loop.roots_of(value) & gathered:
             return name
     return None
-
-
-def _last_before_chain(loop: EvalLoop, statements, after: cst.BaseStatement | None, parent) -> cst.BaseStatement | None:
-    """The statement right before the first one that computes what the metrics read
-    (`pred = outputs.max(1)[1]`), in its block: gathering there leaves the lines between
-    (`val_loss = criterion(outputs, labels)`) on this process's values, as they should be."""
-    chain = [loop.bound[n][2] for n in metric_chain(loop, statements)] + [parent(s) for s in statements]
-    first = min(chain, key=lambda s: loop.order.get(id(s), len(loop.order)))
-    block = parent(first)
-    body = list(getattr(block, "body", ()))
-    if first not in body or body.index(first) == 0:
-        return None
-    before = body[body.index(first) - 1]
-    if after is not None and loop.order.get(id(before), -1) <= loop.order[id(after)]:
-        return None
-    return before
 
 
 def _scalar_read(value: cst.CSTNode, loop: EvalLoop) -> str | None:

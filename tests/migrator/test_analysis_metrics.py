@@ -147,11 +147,12 @@ def test_values_of_unknown_shape_are_not_gathered_in_place_of_the_output() -> No
     assert "is used again in the loop" in gather.reason
 
 
-def test_numpy_values_are_gathered_as_the_tensors_they_come_from() -> None:
-    """semseg's validation: `gt = labels.cpu().numpy()` is no tensor to gather, and the
-    output is read by the loss first: the output and the labels are gathered after the
-    loss, right before the arrays are made from them."""
-    analysis, (gather,) = _gathers(
+def test_numpy_values_are_never_gathered_and_the_metric_is_left_with_its_reason() -> None:
+    """semseg's validation: `gt = labels.cpu().numpy()` is no tensor to gather (it was taken
+    for a view of the batch: ValueError on 2 processes), and gathering the tensors it comes
+    from needs one image size on every process, which the default config does not have
+    (reader R2 ran it: a size mismatch in the all-gather). The metric is left, with why."""
+    _, (gather,) = _gathers(
         """
         criterion = torch.nn.CrossEntropyLoss()
         for images, labels in loader:
@@ -162,9 +163,8 @@ def test_numpy_values_are_gathered_as_the_tensors_they_come_from() -> None:
             score.update(gt, pred)
         """
     )
-    assert gather.reason is None
-    assert set(gather.names) == {"labels", "outputs"}
-    assert analysis.module.code_for_node(gather.after).strip() == "val_loss = criterion(outputs, labels)"
+    assert "NumPy values made in the loop (`gt`)" in gather.reason
+    assert "accelerator.reduce" in gather.reason
 
 
 def test_a_value_computed_before_the_last_root_is_bound_is_gathered_itself() -> None:
