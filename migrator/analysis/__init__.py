@@ -366,8 +366,38 @@ def _training_block(facts: Facts, roles: RoleTable, parent) -> tuple[Block | Non
     for b in optimizers:
         block = enclosing_block(b.statement, parent)
         if block is not None:
-            return block, False
+            return _caller_of_factory(facts, block, b.name, parent), False
     return None, False
+
+
+def _caller_of_factory(facts: Facts, block: Block, optimizer: str, parent) -> Block:
+    """`def define_optimizer(g_model, d_model, config): ... return g_optimizer, d_optimizer`,
+    called once, from `main()`: the optimizer is built for the caller, whose block holds
+    the models, the loop and what the factory returns, so the set-up goes there (prepared
+    in the factory, the models it borrows would never reach the caller)."""
+    from migrator.analysis.roles import _returned_values
+
+    function = block.scope
+    if not isinstance(function, cst.FunctionDef) or id(function) in facts.method_of:
+        return block
+    returned = {n.value for r in _returned_values(function) if r is not None for n in _names(r)}
+    if optimizer not in returned:
+        return block
+    name = function.name.value
+    calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == name]
+    loads = [load for load in facts.loads if load.name == name]
+    if len(calls) != 1 or len(loads) != 1 or len(facts.functions.get(name, [])) != 1:
+        return block  # called from several places, or handed on (`mp.spawn(main_worker, ...)`)
+    if not isinstance(parent(calls[0].node), cst.Assign):
+        return block  # the caller does not keep what it builds
+    caller = enclosing_block(calls[0].node, parent)
+    return caller if caller is not None and caller.scope is not function else block
+
+
+def _names(node: cst.CSTNode) -> list[cst.Name]:
+    from migrator.analysis.walk import descendants
+
+    return [n for n in descendants(node) if isinstance(n, cst.Name)]
 
 
 def _home_of_wrapping_class(facts: Facts, block: Block, parent) -> Block:

@@ -309,12 +309,15 @@ FOLLOWS_A_METRIC = "a ReduceLROnPlateau steps on a metric, once per call: prepar
 def _handed_models(facts: Facts, roles: RoleTable) -> set[str]:
     """`optimizer = create_optimizer(args, model_without_ddp)`: an optimizer built by a
     helper from a model it is handed owns that model's parameters (so a loss module built
-    beside it, holding a teacher network, is not taken for something to train)."""
+    beside it, holding a teacher network, is not taken for something to train). A helper
+    that is handed an optimizer too restores it (a resume) and says nothing of its owner."""
     out: set[str] = set()
     for b in facts.bindings:
         value = b.element if b.element is not None else b.value
         if roles.of(b.name) is not Role.OPTIMIZER or not isinstance(value, cst.Call) or parameter_owners(value, facts):
             continue
+        if any(roles.of(dotted_name(arg.value)) is Role.OPTIMIZER for arg in value.args):
+            continue  # `..., g_optimizer, ... = load_resume_state_dict(g_model, ema_model, g_optimizer, ...)`: restored, not built
         for arg in value.args:
             name = dotted_name(arg.value)
             if name and roles.of(name) is Role.MODEL:

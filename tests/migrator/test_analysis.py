@@ -103,6 +103,55 @@ def test_the_model_of_an_optimizer_known_by_its_use() -> None:
     assert analysis.roles.of("model") is Role.MODEL
 
 
+def test_the_set_up_goes_to_the_caller_of_an_optimizer_factory() -> None:
+    """SRGAN: `define_optimizer(g_model, d_model, config)` builds and returns the
+    optimizers, `main()` keeps them, the models, the resume loads and the loop: the
+    prepare() goes into main() after the loads, not into the factory (where the models
+    it borrows would never reach the caller). A resume helper handed the optimizer too
+    (`load_resume(model, ema, optimizer)`) restores it and says nothing of its owner: the
+    EMA it is handed is not prepared."""
+    analysis = _analyze(
+        """
+        import torch
+        from torch.optim.swa_utils import AveragedModel
+
+        def define_optimizer(model):
+            optimizer = torch.optim.Adam(model.parameters())
+            return optimizer
+
+        def main():
+            model = Net()
+            ema = AveragedModel(model)
+            optimizer = define_optimizer(model)
+            model, ema, optimizer = load_resume(model, ema, optimizer)
+            for x in loader:
+                optimizer.zero_grad()
+                model(x).sum().backward()
+                optimizer.step()
+        """
+    )
+    plan = analysis.plan
+    assert plan is not None and plan.block.scope.name.value == "main"
+    assert [g.names for g in plan.groups] == [("model", "optimizer")]
+    assert _code(analysis, plan.groups[0].after).startswith("model, ema, optimizer = load_resume(")
+    spawned = _analyze(
+        """
+        import torch
+        import torch.multiprocessing as mp
+
+        def worker(rank):
+            model = Net()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            return optimizer
+
+        def main():
+            mp.spawn(worker, nprocs=2)
+            optimizer = worker(0)
+        """
+    )
+    assert spawned.plan is not None and spawned.plan.block.scope.name.value == "worker"
+
+
 def test_parameter_owners_become_models() -> None:
     analysis = _analyze(
         """
