@@ -1,5 +1,6 @@
 """Helpers of another file of the run that do nothing but write a file
-(`utils.save_config(config)`, `utils.save_dict_to_json(metrics, path)`). Called by every
+(`utils.save_config(config)`, `utils.save_dict_to_json(metrics, path)`, a
+`save_checkpoint(state, ...)` that torch.saves what it is given and copies it to `best.pt`). Called by every
 process, N processes truncate and write one file at once; the caller can put such a call
 on the main process (AM517), since nothing it does is needed by the others."""
 
@@ -16,6 +17,9 @@ _PLAIN = {
     "json.dump", "json.dumps", "yaml.dump", "yaml.safe_dump", "pickle.dump",
     "os.path.join", "os.path.exists", "os.path.isfile", "os.path.basename", "os.path.dirname", "os.path.abspath",
 }
+# calls that write the file at their second argument (`torch.save(state, path)`,
+# `shutil.copyfile(path, best)`): a checkpoint helper only writes too
+_SAVERS = {"torch.save", "shutil.copyfile", "shutil.copy", "shutil.copy2"}
 # methods of files and strings (`f.write(...)`, `"{}".format(...)`, `d.items()`)
 _METHODS = {"write", "writelines", "flush", "format", "items", "keys", "values", "join", "replace", "lower", "upper", "strip", "get"}
 
@@ -64,6 +68,9 @@ def only_writes(function: ast.FunctionDef) -> int | None:
             if name in _PLAIN:
                 if name == "open" and _writes(node):
                     opened.append(node.args[0] if node.args else ast.Constant(None))
+                continue
+            if name in _SAVERS:
+                opened.append(node.args[1] if len(node.args) > 1 else ast.Constant(None))
                 continue
             if isinstance(node.func, ast.Attribute) and node.func.attr in _METHODS:
                 continue

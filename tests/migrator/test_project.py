@@ -6,6 +6,7 @@ writing of the run are what users get."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -307,6 +308,28 @@ HELPERS = textwrap.dedent('''\
         with open(os.path.join(folder, "m.json"), "w") as f:
             json.dump(metrics, f)
 ''')
+
+
+def test_a_checkpoint_helper_that_torch_saves_what_it_is_given_only_writes() -> None:
+    """SRGAN's utils.save_checkpoint(state, name, ...): torch.save, then a copy to the best
+    file. Called by every process where the run cannot give it the Accelerator, N processes
+    write (and copy) one file at once: it is a writer its callers put on the main process."""
+    from migrator.project.writers import only_writes
+
+    helper = ast.parse(textwrap.dedent(
+        """
+        def save_checkpoint(state, name, best):
+            path = os.path.join("out", name)
+            torch.save(state, path)
+            if best:
+                shutil.copyfile(path, os.path.join("out", "best.pt"))
+        """
+    )).body[0]
+    assert only_writes(helper) == -1  # the path is built inside
+    given = ast.parse("def save(state, path):\n    torch.save(state, path)\n").body[0]
+    assert only_writes(given) == 1
+    used = ast.parse("def save(model, path):\n    torch.save(model.state_dict(), path)\n    model.train()\n").body[0]
+    assert only_writes(used) is None  # it does more than write
 
 
 def test_a_helper_of_another_file_that_only_writes_a_file_is_called_on_the_main_process(tmp_path) -> None:
