@@ -365,16 +365,19 @@ def _training_block(facts: Facts, roles: RoleTable, parent) -> tuple[Block | Non
     optimizers.sort(key=lambda b: role_of_value(b.element or b.value, facts.imports, local_models) is not Role.OPTIMIZER)
     for b in optimizers:
         block = enclosing_block(b.statement, parent)
-        if block is not None:
-            return _caller_of_factory(facts, block, b.name, parent), False
+        home = _caller_of_factory(facts, roles, block, b.name, parent) if block is not None else None
+        if home is not None:
+            return home, False
     return None, False
 
 
-def _caller_of_factory(facts: Facts, block: Block, optimizer: str, parent) -> Block:
+def _caller_of_factory(facts: Facts, roles: RoleTable, block: Block, optimizer: str, parent) -> Block | None:
     """`def define_optimizer(g_model, d_model, config): ... return g_optimizer, d_optimizer`,
     called once, from `main()`: the optimizer is built for the caller, whose block holds
     the models, the loop and what the factory returns, so the set-up goes there (prepared
-    in the factory, the models it borrows would never reach the caller)."""
+    in the factory, the models it borrows would never reach the caller). A factory nothing
+    in this file calls, building no model and running no backward of its own (ConvNeXt's
+    optim_factory.py, handed the model), builds for another file: None, no set-up here."""
     from migrator.analysis.roles import _returned_values
 
     function = block.scope
@@ -386,12 +389,22 @@ def _caller_of_factory(facts: Facts, block: Block, optimizer: str, parent) -> Bl
     name = function.name.value
     calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == name]
     loads = [load for load in facts.loads if load.name == name]
+    builds_models = any(b.scope is function and roles.of(b.name) is Role.MODEL for b in facts.bindings)
+    if not loads and not builds_models and not _calls_backward(facts, function):
+        return None
     if len(calls) != 1 or len(loads) != 1 or len(facts.functions.get(name, [])) != 1:
         return block  # called from several places, or handed on (`mp.spawn(main_worker, ...)`)
     if not isinstance(parent(calls[0].node), cst.Assign):
         return block  # the caller does not keep what it builds
     caller = enclosing_block(calls[0].node, parent)
     return caller if caller is not None and caller.scope is not function else block
+
+
+def _calls_backward(facts: Facts, function: cst.FunctionDef) -> bool:
+    return any(
+        isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "backward" and c.scope is function
+        for c in facts.calls
+    )
 
 
 def _names(node: cst.CSTNode) -> list[cst.Name]:

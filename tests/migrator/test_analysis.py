@@ -150,6 +150,17 @@ def test_the_set_up_goes_to_the_caller_of_an_optimizer_factory() -> None:
         """
     )
     assert spawned.plan is not None and spawned.plan.block.scope.name.value == "worker"
+    library = _analyze(
+        """
+        import torch
+
+        def create_optimizer(args, model):
+            groups = [{"params": [p for p in model.parameters() if p.ndim > 1]}]
+            optimizer = torch.optim.AdamW(groups, lr=args.lr)
+            return optimizer
+        """
+    )
+    assert library.plan is None  # ConvNeXt's optim_factory.py: built for a caller in another file
 
 
 def test_parameter_owners_become_models() -> None:
