@@ -180,11 +180,13 @@ def _left_running(pair: Pair) -> Iterator[Problem]:
         if _SETUP_HELPER.search(name) and name not in after.functions:
             yield pair.at_after(
                 CODE, call,
-                f"left as written: `{callee}(...)` is a set-up helper this run cannot read, assumed to "
-                "read the launcher's rank and world size, join the process group and record them "
+                f"left as written: `{callee}(...)` is a set-up helper the migration could not convert, "
+                "taken to read the launcher's rank and world size, join the process group and record them "
                 "(`args.rank`, `args.gpu`, `args.distributed`); beside the Accelerator it would join the "
-                "group twice. Migrate the file with the helper's module in one run (`accel-migrate "
-                "main.py utils.py`, or the folder): its body then says what each call becomes",
+                "group twice. Its module not in the run, migrate them together (`accel-migrate main.py "
+                "utils.py`, or the folder); in the run, its body does more than that set-up (another "
+                "launcher's variables, a print it silences): replace the call by hand with the "
+                "Accelerator's values",
             )
             continue
         if name in _WRAPS or _SETUP_HELPER.search(name):
