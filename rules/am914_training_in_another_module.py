@@ -196,10 +196,16 @@ class TrainingInAnotherModule(Rule):
     def _advice(self, call: str, module: str, what: str, inherits: dict[str, tuple[str, str]], members: set[str]) -> str:
         """Why the Accelerator does not reach a training function of another module. One
         named for an evaluation and handed no optimizer (here, or by what its body does with
-        its parameters) needs it for its metrics and prints, not a backward."""
+        its parameters) needs it for its metrics and prints, not a backward; handed no loader
+        either, for its prints alone."""
         by_use = {role for spelling, keys in self.ctx.config.project_roles if spelling == call for _, role in keys}
         evaluates = "optimizer" not in what and "optimizer" not in by_use and _EVALUATION_WORDS.search(call.rpartition(".")[2])
-        parts = "metrics and prints" if evaluates else "backward, metrics and prints"
+        if evaluates and "loader" not in what:
+            # handed no loader: it reads its data set whole, so every process computes the
+            # metrics of all of it (right, N times over); only what it prints is repeated
+            parts = "prints (it reads its data whole: each process evaluates all of it)"
+        else:
+            parts = "metrics and prints" if evaluates else "backward, metrics and prints"
         if call in inherits:
             base, file = inherits[call]
             return _INHERITS.format(module=module, call=call, base=base, file=file)

@@ -1386,13 +1386,17 @@ def test_a_project_helper_true_on_the_main_process_guards_like_is_main_process(t
 
 
 def test_an_evaluation_of_another_module_is_not_said_to_need_a_backward(tmp_path) -> None:
-    """Named for an evaluation and handed no optimizer: its metrics and prints; a trainer
-    that builds its own optimizer (`helpers.fit(model, loader)`) keeps its backward."""
+    """Named for an evaluation and handed no optimizer: its metrics and prints (its prints
+    alone when it is handed no loader either); a trainer that builds its own optimizer
+    (`helpers.fit(model, loader)`) keeps its backward."""
     setup = TRAIN.replace("import engine\n", "import helpers\n").replace("engine.", "helpers.").replace(
-        "    for epoch in range(2):\n", "    helpers.fit(model, train_loader)\n    for epoch in range(2):\n",
+        "    for epoch in range(2):\n",
+        "    helpers.fit(model, train_loader)\n    helpers.evaluate_on_set(\"val\", model)\n    for epoch in range(2):\n",
     )
     root = _project(tmp_path, **{"train.py": setup})
     told = {f.message.split("`")[1]: f.message for f in _results([os.path.join(root, "train.py")])["train.py"].findings if f.code == "AM914"}
     assert "its backward, metrics and prints" in told["helpers.train_one_epoch"], told
     assert "its metrics and prints" in told["helpers.evaluate"] and "backward" not in told["helpers.evaluate"], told
     assert "its backward, metrics and prints" in told["helpers.fit"], told
+    # handed the model alone (RetinaNet's csv_eval.evaluate(dataset_val, retinanet)): it reads its data whole
+    assert "its prints (it reads its data whole" in told["helpers.evaluate_on_set"], told
