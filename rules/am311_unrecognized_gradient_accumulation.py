@@ -25,6 +25,10 @@ class UnrecognizedGradientAccumulation(Rule):
     Create the Accelerator with `gradient_accumulation_steps=N`, wrap the body of the
     batch loop in `with accelerator.accumulate(model):`, drop the division of the loss,
     and step the optimizer unconditionally (or under `if accelerator.sync_gradients:`).
+    Where the loss is not divided at all, the step applies the sum of the micro-batches'
+    gradients, which stays right under DDP: the finding says to keep it (`accumulate()`
+    would turn the sum into a mean), with `accelerator.no_sync(model)` between steps to
+    save the communication.
 
     ## Example
     ```python
@@ -50,7 +54,7 @@ class UnrecognizedGradientAccumulation(Rule):
 
     code = "AM311"
     name = "unrecognized-gradient-accumulation"
-    message = "Gradient accumulation left as written: {reason}; wrap the step in accelerator.accumulate() by hand"
+    message = "Gradient accumulation left as written: {reason}; {advice}"
     examples = (
         Example(
             before=(
@@ -75,4 +79,15 @@ class UnrecognizedGradientAccumulation(Rule):
             if reason is None and problem is not None:
                 reason = problem
             if reason is not None:
-                self.report(acc.anchor, reason=reason)
+                self.report(acc.anchor, reason=reason, advice=_SUMMED if not acc.divisions else _BY_HAND)
+
+
+_BY_HAND = "wrap the step in accelerator.accumulate() by hand"
+# no division: the step applies the sum of the micro-batches' gradients, which stays right
+# under DDP (each backward's gradients are averaged over the processes, then added up);
+# accumulate() would make it their mean
+_SUMMED = (
+    "as written, each step applies the sum of the micro-batches' gradients (no division), which DDP "
+    "keeps right and accelerator.accumulate() would turn into their mean: keep it, and skip the gradient "
+    "all-reduce between steps with `accelerator.no_sync(model)` if the communication matters"
+)
