@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader
 
 from runtime import checkpoint, collectives, safetensors_io
 from runtime.accumulation import GradientSync
-from runtime.distributed import choose_strategy, full_tensor
+from runtime.distributed import choose_strategy, compiled_module, full_tensor
 from runtime.fsdp_plugin import FullyShardedDataParallelPlugin
 from runtime.kwargs_handlers import ddp_options
 from runtime.precision import Precision
@@ -294,10 +294,17 @@ class Accelerator:
 
     # -- models and checkpoints -------------------------------------------------------------
 
-    def unwrap_model(self, model: nn.Module, keep_fp32_wrapper: bool = True) -> nn.Module:
-        """The user's own module, without DistributedDataParallel (or torch.compile) around it."""
+    def unwrap_model(self, model: nn.Module, keep_fp32_wrapper: bool = True, keep_torch_compile: bool = True) -> nn.Module:
+        """The user's own module, without DistributedDataParallel around it.
+
+        A module the user compiled stays compiled, as in Accelerate: its `state_dict()`
+        keys keep torch.compile's `_orig_mod.` prefix, as the script's own saves had them.
+        `keep_torch_compile=False` returns the module inside."""
         unwrapped = self._strategy.unwrap_model(model)
-        return unwrapped if keep_fp32_wrapper else remove_autocast(unwrapped)
+        if not keep_fp32_wrapper:
+            unwrapped = remove_autocast(unwrapped)
+        compiled = compiled_module(model) if keep_torch_compile else None
+        return compiled if compiled is not None else unwrapped
 
     def get_state_dict(self, model: nn.Module, unwrap: bool = True) -> dict[str, torch.Tensor]:
         """The model's full state dict; under FSDP gathered on the main process's CPU ({} elsewhere).

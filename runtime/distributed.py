@@ -142,6 +142,14 @@ def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
     return gather() if gather is not None else tensor
 
 
+def compiled_module(model: nn.Module) -> nn.Module | None:
+    """torch.compile's OptimizedModule inside DistributedDataParallel / DataParallel, if the
+    user compiled the module; None otherwise."""
+    while isinstance(model, (DistributedDataParallel, nn.DataParallel)):
+        model = model.module
+    return model if isinstance(getattr(model, "_orig_mod", None), nn.Module) else None
+
+
 def unwrap_module(model: nn.Module) -> nn.Module:
     """The user's module inside DistributedDataParallel / DataParallel and torch.compile."""
     while isinstance(model, (DistributedDataParallel, nn.DataParallel)):

@@ -145,3 +145,16 @@ def test_a_closure_step_returns_the_closures_loss_as_torch_does():
     first = optimizer.step(closure)
     assert isinstance(first, torch.Tensor) and first.ndim == 0
     assert optimizer.step(closure).item() < first.item()
+
+
+def test_unwrap_keeps_a_compiled_module_compiled_as_accelerate_does():
+    """SRGAN saves `g_model.state_dict()` of a compiled G: its keys carry `_orig_mod.`, and
+    its resume loads them so. The migrated save of `unwrap_model(g_model)` must keep them
+    (reader R3 ran it: the runtime stripped the compile, and the resume raised)."""
+    acc = Accelerator(cpu=True)
+    compiled = torch.compile(nn.Linear(2, 2), backend="eager")
+    prepared = acc.prepare(compiled)
+    assert list(acc.unwrap_model(prepared).state_dict()) == ["_orig_mod.weight", "_orig_mod.bias"]
+    assert list(acc.unwrap_model(prepared, keep_torch_compile=False).state_dict()) == ["weight", "bias"]
+    plain = acc.prepare(nn.Linear(2, 2))
+    assert list(acc.unwrap_model(plain).state_dict()) == ["weight", "bias"]
