@@ -7,6 +7,7 @@ import re
 import libcst as cst
 
 from migrator.analysis import Role, dotted_name
+from migrator.analysis.prepared import prepared_models
 from migrator.rule import Example, Rule
 
 # a function named for an evaluation (`test`, `validate`, `evaluate_coco`, `run_inference`)
@@ -60,14 +61,28 @@ class PrecisionBeyondAutocast(Rule):
     )
 
     def visit_Module(self, node: cst.Module) -> None:
+        """Read before the migration (the script's autocast regions, the planned prepare) or
+        after it (the file a migration wrote: `accelerator.autocast()` regions, the prepared
+        models, the Accelerator's constant `mixed_precision`). A precision behind a flag
+        (`"fp16" if args.amp else "no"`) is not reported: the full-precision path runs
+        without it."""
         analysis = self.analysis
         patterns = analysis.patterns
-        if patterns is None or not analysis.migrating or analysis.has_accelerator:
+        if patterns is None:
             return
-        regions = [a.call for a in patterns.precision.autocasts if not a.disabled]
-        if not regions or analysis.plan is None:
+        if analysis.has_accelerator:
+            regions = [c.node for c in analysis.facts.calls if _accelerator_autocast(analysis, c.node)]
+            models = {n for n in prepared_models(analysis) if analysis.roles.of(n) is Role.MODEL}
+            always = _constant_precision(analysis)
+        elif analysis.migrating and analysis.plan is not None:
+            autocasts = [a for a in patterns.precision.autocasts if not a.disabled]
+            regions = [a.call for a in autocasts]
+            models = {n for n in analysis.plan.names if analysis.roles.of(n) is Role.MODEL}
+            always = bool(autocasts) and all(a.value in ('"fp16"', '"bf16"') for a in autocasts)
+        else:
             return
-        models = {n for n in analysis.plan.names if analysis.roles.of(n) is Role.MODEL}
+        if not regions or not always:
+            return
         told: set[str] = set()
         for c in analysis.facts.calls:
             use = self._full_precision_use(c.node, models, regions)
@@ -99,3 +114,19 @@ class PrecisionBeyondAutocast(Rule):
                 return True
             current = self.analysis.parent(current)
         return False
+
+
+def _accelerator_autocast(analysis, call: cst.Call) -> bool:
+    func = call.func
+    return isinstance(func, cst.Attribute) and func.attr.value == "autocast" and dotted_name(func.value) in analysis.accelerator_names
+
+
+def _constant_precision(analysis) -> bool:
+    """`Accelerator(mixed_precision="fp16")` (or "bf16"): on for every run of the script."""
+    for c in analysis.facts.calls:
+        if (c.qualified or "").endswith("Accelerator") or dotted_name(c.node.func) == "Accelerator":
+            for arg in c.node.args:
+                if arg.keyword is not None and arg.keyword.value == "mixed_precision":
+                    value = arg.value
+                    return isinstance(value, cst.SimpleString) and value.evaluated_value in ("fp16", "bf16")
+    return False
