@@ -36,7 +36,8 @@ from migrator.analysis.positions import positions as module_positions
 from migrator.analysis.plan import LenUse, PreparePlan, len_uses, make_plan
 from migrator.analysis.reach import accelerator_at, accelerator_home
 from migrator.analysis.unreached import receives_accelerator
-from migrator.analysis.roles import Role, RoleTable, assign_roles, module_classes, peel_moves, role_of_value
+from migrator.analysis.roles import Role, RoleTable, assign_roles, module_classes, peel_moves, returned_values, role_of_value
+from migrator.analysis.walk import descendants
 
 ACCELERATOR_NAME = "accelerator"
 
@@ -378,12 +379,10 @@ def _caller_of_factory(facts: Facts, roles: RoleTable, block: Block, optimizer: 
     in the factory, the models it borrows would never reach the caller). A factory nothing
     in this file calls, building no model and running no backward of its own (ConvNeXt's
     optim_factory.py, handed the model), builds for another file: None, no set-up here."""
-    from migrator.analysis.roles import _returned_values
-
     function = block.scope
     if not isinstance(function, cst.FunctionDef) or id(function) in facts.method_of:
         return block
-    returned = {n.value for r in _returned_values(function) if r is not None for n in _names(r)}
+    returned = {n.value for r in returned_values(function) if r is not None for n in _names(r)}
     if optimizer not in returned:
         return block
     name = function.name.value
@@ -408,8 +407,6 @@ def _calls_backward(facts: Facts, function: cst.FunctionDef) -> bool:
 
 
 def _names(node: cst.CSTNode) -> list[cst.Name]:
-    from migrator.analysis.walk import descendants
-
     return [n for n in descendants(node) if isinstance(n, cst.Name)]
 
 

@@ -278,7 +278,7 @@ def _returned_loader(facts: Facts, value: cst.BaseExpression | None) -> Role | N
     defs = facts.functions.get(callee or "", [])
     if len(defs) != 1:
         return None
-    returns = _returned_values(defs[0])
+    returns = returned_values(defs[0])
     if returns and all(role_of_value(r, facts.imports, set()) is Role.DATALOADER for r in returns):
         return Role.DATALOADER
     return None
@@ -299,7 +299,7 @@ def _loader_from_run(b: Binding, loader_calls: dict[str, tuple[int, ...]]) -> Ro
     return None
 
 
-def _returned_values(function: cst.FunctionDef) -> list[cst.BaseExpression | None]:
+def returned_values(function: cst.FunctionDef) -> list[cst.BaseExpression | None]:
     """What each `return` of `function` itself (not of a function nested in it) gives."""
     found: list[cst.BaseExpression | None] = []
 
