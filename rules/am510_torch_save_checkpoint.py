@@ -35,9 +35,12 @@ class TorchSaveCheckpoint(Rule):
 
     ## Where the barrier goes
     `wait_for_everyone()` must be reached by every process. It goes right before the
-    statement with the save, lifted out of any `if` around it (`if rank == 0:`,
-    `if is_best:`, `if epoch % 10 == 0:`): a condition that is true on one process only
-    would leave the others waiting forever. In a function called under an `if`
+    statement with the save, lifted out of any `if` around it that may differ between
+    processes (`if rank == 0:`, `if is_best:`): a condition that is true on one process
+    only would leave the others waiting forever. An `if` in a loop whose test every
+    process evaluates alike (`if (step + 1) % args.save_every == 0:`: a loop index, a
+    counter, a setting) keeps the barrier inside, so the loop waits only at the steps that
+    save, not at every step. In a function called under an `if`
     (`if gpu_id == 0: self._save_checkpoint(epoch)`) it goes before that call, lifted the
     same way. No barrier is written where only the main process runs (a function called
     only under `if accelerator.is_main_process:`, code after

@@ -15,6 +15,7 @@ from migrator.analysis.branches import accelerator_method
 from migrator.analysis.loop import is_main_guard
 from migrator.analysis.names import dotted_name
 from migrator.analysis.roles import Role
+from migrator.analysis.uniform import same_everywhere
 from migrator.analysis.walk import walk
 
 if TYPE_CHECKING:
@@ -259,7 +260,9 @@ def optimizers_in(analysis: "ScriptAnalysis", obj: cst.BaseExpression) -> tuple[
 def barrier_anchor(analysis: "ScriptAnalysis", node: cst.CSTNode, depth: int = 0) -> cst.BaseStatement | None:
     """The statement every process reaches before `node` runs: `node`'s statement line,
     lifted out of every enclosing `if` up to the innermost loop or function body (a test
-    that differs between processes must not hold a barrier). In a function that some
+    that differs between processes must not hold a barrier), but not out of an `if` in a
+    loop whose test every process evaluates alike (`if step % args.save_every == 0:`):
+    there the barrier waits only at the steps that save. In a function that some
     call of this file runs under an `if` (`if gpu_id == 0: self._save(epoch)`, a test the
     analysis may not know to be a rank test), the barrier goes before that call instead,
     lifted the same way; with several such callers, nowhere. None when only the main
@@ -272,12 +275,18 @@ def barrier_anchor(analysis: "ScriptAnalysis", node: cst.CSTNode, depth: int = 0
         return None
     current = analysis.line_of(node)
     anchor = current
+    alike = True  # every `elif` passed on the way up tests what every process shares
     while current is not None:
         up = analysis.parent(current)
         if up is None or isinstance(up, _BLOCK_OWNERS) or is_main_guard(up):
             break
+        if isinstance(up, cst.If):
+            alike = alike and _in_loop(analysis, up) and same_everywhere(analysis, up.test)
         if isinstance(up, (cst.If, cst.With)) and isinstance(analysis.parent(up), (cst.IndentedBlock, cst.Module)):
+            if isinstance(up, cst.If) and alike:
+                break  # a periodic save in a loop (`if step % 1000 == 0:`) waits only when it saves
             anchor = up  # out of a `with open(path) as f:` too: the open already reads or truncates
+            alike = True
         current = up
     if isinstance(anchor, cst.SimpleStatementSuite):
         return None  # a one-line body (`def save(self): torch.save(...)`) has no line to put a barrier on
@@ -287,6 +296,17 @@ def barrier_anchor(analysis: "ScriptAnalysis", node: cst.CSTNode, depth: int = 0
         if any(_under_if(analysis, call) for call in calls):
             return barrier_anchor(analysis, calls[0], depth + 1) if len(calls) == 1 else None
     return anchor  # type: ignore[return-value]
+
+
+def _in_loop(analysis: "ScriptAnalysis", node: cst.CSTNode) -> bool:
+    """Whether `node` runs in a loop of its own function: outside one, a barrier lifted out
+    of the `if` runs once and costs nothing."""
+    current = analysis.parent(node)
+    while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+        if isinstance(current, (cst.For, cst.While)):
+            return True
+        current = analysis.parent(current)
+    return False
 
 
 def _under_if(analysis: "ScriptAnalysis", node: cst.CSTNode) -> bool:

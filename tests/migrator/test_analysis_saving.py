@@ -36,14 +36,17 @@ def main(args):
         if args.rank == 0:
             save_checkpoint({"model": model.state_dict()}, "c.pt")
         torch.save(out, f"preds_{args.rank}.pt")
+        if evaluate(model) > best:
+            torch.save(model, "best.pt")
 """
 
 
-def test_barriers_are_lifted_out_of_every_if_and_helpers_wait_at_their_call_site() -> None:
+def test_barriers_are_lifted_out_of_ifs_that_may_differ_and_helpers_wait_at_their_call_site() -> None:
     analysis = _analyze(TRAIN)
     found = {_code(analysis, s.call): s for s in saves(analysis)}
     direct = found['torch.save(model.state_dict(), "m.pt")']
-    assert _code(analysis, direct.anchor) == "if epoch % 10 == 0:"
+    assert _code(analysis, direct.anchor) == "if args.local_rank == 0:"  # inside the periodic branch
+    assert _code(analysis, found['torch.save(model, "best.pt")'].anchor) == "if evaluate(model) > best:"
     assert [_code(analysis, m) for m in direct.models] == ["model"]
     helper = found["torch.save(state, path)"]
     assert _code(analysis, helper.anchor) == "if args.rank == 0:"  # at the call site, not inside
