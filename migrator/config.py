@@ -57,6 +57,7 @@ class Config:
     project_plain: tuple[str, ...] = ()  # calls of functions migrated with this file that need no Accelerator
     project_unthreaded: tuple[tuple[str, bool], ...] = ()  # calls of run functions given no Accelerator: (spelling, it trains)
     project_downloads: tuple[str, ...] = ()  # calls of other files' functions that download a data set (project/downloads.py)
+    project_print_silencers: tuple[str, ...] = ()  # calls of other files' functions that silence print off the main process (project/print_silencers.py)
     # calls of other files' functions and the roles of their arguments by use there (project/param_roles.py)
     project_roles: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
     project_entered: tuple[str, ...] = ()  # own top-level names other files of the run call once per process (project/entries.py)

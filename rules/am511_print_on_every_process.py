@@ -21,8 +21,10 @@ class PrintOnEveryProcess(Rule):
     (`load_dataset()` and `test(model, loader)` called from `__main__`). A `print` that only the main process runs (under
     `if accelerator.is_main_process:` or a rank test) stays, and so does one that names
     the process it runs on (`print(f"rank {rank} ready")`). A script that silences print
-    off the main process itself (`setup_for_distributed`, deit's and BLIP's helpers) is left
-    alone: its prints already run once.
+    off the main process itself (`setup_for_distributed`, `builtins.print = ...`, or a
+    helper of another file of the run that does so, such as deit's, BLIP's and ConvNeXt's
+    `init_distributed_mode`, even one the migration cannot convert) is left alone: its
+    prints already run once.
 
     ## Why is this bad?
     On N processes every line is printed N times, interleaved.
@@ -71,7 +73,7 @@ class PrintOnEveryProcess(Rule):
         if not analysis.migrating or "print" in analysis.imports.aliases or any(b.name == "print" for b in analysis.facts.bindings):
             return
         facts = analysis.facts
-        if _prints_silenced(analysis):
+        if _prints_silenced(analysis) or self._silenced_by_the_run():
             return
         working = self._working_functions()
         home = accelerator_home(analysis)
@@ -88,6 +90,13 @@ class PrintOnEveryProcess(Rule):
                 continue
             new = cst.Attribute(value=cst.parse_expression(accelerator), attr=cst.Name("print"))
             self.report(c.node, edits=[replace(c.node.func, new)])
+
+    def _silenced_by_the_run(self) -> bool:
+        """This file calls another file's function that silences print off the main
+        process (project/print_silencers.py): ConvNeXt's `utils.init_distributed_mode(args)`
+        even where the migration cannot convert it."""
+        silencers = set(self.ctx.config.project_print_silencers)
+        return bool(silencers) and any(c.func in silencers for c in self.analysis.facts.calls)
 
     def _working_functions(self) -> set[int]:
         """ids of functions that train, evaluate, iterate a dataloader or prepare the
@@ -155,13 +164,15 @@ def _runs_there(analysis, call, working: set[int], home) -> bool:
 
 def _prints_silenced(analysis) -> bool:
     """The script silences print off the main process itself (`setup_for_distributed`,
-    directly or in its set-up helper `init_distributed_mode`, which the migration keeps):
-    every print already runs once."""
+    directly or in its set-up helper `init_distributed_mode`, which the migration keeps,
+    or `builtins.print = ...` in this file): every print already runs once."""
     patterns = analysis.patterns
     helpers = patterns.distribution.helper_calls if patterns is not None else ()
     if any(h.prints for h in helpers):
         return True
-    return any((c.func or "").split(".")[-1] == "setup_for_distributed" for c in analysis.facts.calls)
+    if any((c.func or "").split(".")[-1] == "setup_for_distributed" for c in analysis.facts.calls):
+        return True
+    return any(b.name in ("builtins.print", "__builtin__.print") for b in analysis.facts.bindings)
 
 
 def _per_process(call: cst.Call) -> bool:

@@ -275,7 +275,7 @@ def barrier_anchor(analysis: "ScriptAnalysis", node: cst.CSTNode, depth: int = 0
         return None
     current = analysis.line_of(node)
     anchor = current
-    alike = True  # every `elif` passed on the way up tests what every process shares
+    alike = True  # the tests of this `if` and of every `elif` passed on the way up are shared
     while current is not None:
         up = analysis.parent(current)
         if up is None or isinstance(up, _BLOCK_OWNERS) or is_main_guard(up):
@@ -283,9 +283,11 @@ def barrier_anchor(analysis: "ScriptAnalysis", node: cst.CSTNode, depth: int = 0
         if isinstance(up, cst.If):
             alike = alike and _in_loop(analysis, up) and same_everywhere(analysis, up.test)
         if isinstance(up, (cst.If, cst.With)) and isinstance(analysis.parent(up), (cst.IndentedBlock, cst.Module)):
-            if isinstance(up, cst.If) and alike:
-                break  # a periodic save in a loop (`if step % 1000 == 0:`) waits only when it saves
-            anchor = up  # out of a `with open(path) as f:` too: the open already reads or truncates
+            # out of a `with open(path) as f:` too: the open already reads or truncates; an
+            # `if` every process enters alike (`if step % 1000 == 0:`) may keep the barrier,
+            # unless an `if` further out does not
+            if not (isinstance(up, cst.If) and alike):
+                anchor = up
             alike = True
         current = up
     if isinstance(anchor, cst.SimpleStatementSuite):

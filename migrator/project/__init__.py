@@ -46,6 +46,7 @@ from migrator.project.index import Call, FileIndex, Function, candidates, index,
 from migrator.project.loggers import logger_calls
 from migrator.project.meters import meter_calls
 from migrator.project.param_roles import role_calls
+from migrator.project.print_silencers import print_silencer_calls
 from migrator.project.stub import SEPARATOR, STUB, with_stub, without_stub
 from migrator.project.unused import unused_models
 from migrator.project.whole import evaluations_left_whole, without_share_findings
@@ -53,5 +54,5 @@ from migrator.project.writers import writer_calls
 
 __all__ = [
     "Call", "FileIndex", "Function", "Outcome", "SEPARATOR", "STUB",
-    "called_elsewhere", "candidates", "decide", "distribution_calls", "download_calls", "entered_calls", "entering_calls", "evaluations_left_whole", "index", "inheriting_calls", "launched", "linked", "logger_calls", "member_calls", "meter_calls", "role_calls", "state_calls", "unused_models", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls",
+    "called_elsewhere", "candidates", "decide", "distribution_calls", "download_calls", "entered_calls", "entering_calls", "evaluations_left_whole", "index", "inheriting_calls", "launched", "linked", "logger_calls", "member_calls", "meter_calls", "print_silencer_calls", "role_calls", "state_calls", "unused_models", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls",
 ]

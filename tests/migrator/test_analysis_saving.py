@@ -163,3 +163,24 @@ def test_a_save_in_a_method_called_under_an_if_waits_before_the_call() -> None:
     found = {_code(analysis, s.call): s for s in saves(analysis)}
     assert _code(analysis, found['torch.save(self.model.state_dict(), "c.pt")'].anchor) == "if self.gpu_id == 0:"
     assert found['torch.save(model.state_dict(), "h.pt")'].anchor is None  # two conditional callers
+
+
+def test_a_barrier_stays_in_a_shared_branch_only_when_no_if_further_out_may_differ() -> None:
+    """BLIP: `if utils.is_main_process(): if args.evaluate: ... else: torch.save(...)`: the
+    inner test is a setting, but the outer one holds on one process only."""
+    analysis = _analyze(
+        """
+        import torch
+        for epoch in range(3):
+            if utils.is_main_process():
+                if args.evaluate:
+                    log()
+                else:
+                    torch.save(model.state_dict(), "a.pt")
+            if epoch % 2 == 0:
+                with open("b.pt", "wb") as f:
+                    torch.save(model.state_dict(), f)
+        """
+    )
+    anchors = [_code(analysis, s.anchor) for s in saves(analysis)]
+    assert anchors == ["if utils.is_main_process():", 'with open("b.pt", "wb") as f:']

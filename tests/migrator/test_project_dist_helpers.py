@@ -5,7 +5,11 @@ from __future__ import annotations
 import ast
 import textwrap
 
+import pytest
+
 from migrator import project
+from migrator.api import migrate_paths
+from migrator.config import Config
 from migrator.project.dist_helpers import Helper, summarise
 
 UTILS = textwrap.dedent('''\
@@ -121,3 +125,78 @@ def test_a_setup_helper_setting_an_attribute_of_unknown_meaning_that_is_read_sta
     sources = {str(tmp_path / "misc.py"): UTILS.encode(), str(tmp_path / "run.py"): main.encode()}
     found = project.distribution_calls(sources, project.index(sources))
     assert "misc.join" not in {spelling for spelling, *_ in found.get(str(tmp_path / "run.py"), ())}
+
+
+SILENCING_UTILS = textwrap.dedent('''\
+    import os
+
+    import torch.distributed as dist
+
+
+    def setup_for_distributed(is_master):
+        import builtins as __builtin__
+        builtin_print = __builtin__.print
+
+        def print(*args, **kwargs):
+            if is_master or kwargs.pop("force", False):
+                builtin_print(*args, **kwargs)
+
+        __builtin__.print = print
+
+
+    def init_distributed_mode(args):
+        if args.dist_on_itp:
+            args.rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+        args.dist_url = "env://"
+        dist.init_process_group(backend="nccl", init_method=args.dist_url)
+        setup_for_distributed(args.rank == 0)
+
+
+    def plain(args):
+        return args
+''')
+SILENCED_MAIN = textwrap.dedent('''\
+    import torch
+    import utils
+
+
+    def main(args):
+        utils.{call}(args)
+        print(args.dist_url)
+        model = torch.nn.Linear(2, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(3):
+            loss = model(torch.ones(1, 2)).sum()
+            loss.backward()
+            optimizer.step()
+            print("step", step, loss.item())
+''')
+
+
+@pytest.mark.parametrize("call, silenced", [("init_distributed_mode", True), ("plain", False)])
+def test_prints_of_a_run_whose_helper_silences_print_are_left_alone(tmp_path, call, silenced) -> None:
+    """ConvNeXt's `init_distributed_mode` sets an attribute of unknown meaning that its caller
+    reads (`args.dist_url`), so the migration cannot convert it; it still calls
+    `setup_for_distributed`, and every print after it runs once: AM511 says nothing."""
+    (tmp_path / "utils.py").write_text(SILENCING_UTILS)
+    (tmp_path / "main.py").write_text(SILENCED_MAIN.format(call=call))
+    found = project.print_silencer_calls(
+        {str(p): p.read_bytes() for p in tmp_path.iterdir()},
+        project.index({str(p): p.read_bytes() for p in tmp_path.iterdir()}),
+    )
+    assert (str(tmp_path / "main.py") in found) is silenced
+    results = migrate_paths([str(tmp_path)], Config())
+    codes = [f.code for r in results if r.path.endswith("main.py") for f in r.findings]
+    assert ("AM511" in codes) is not silenced
+
+
+def test_a_script_that_replaces_print_itself_keeps_its_prints(tmp_path) -> None:
+    """simsiam: `builtins.print = print_pass` on the other processes, in the file itself."""
+    script = SILENCED_MAIN.format(call="plain").replace(
+        "import utils\n", "import builtins\n\nimport utils\n"
+    ).replace("    utils.plain(args)\n", "    if args.gpu != 0:\n        builtins.print = lambda *a, **k: None\n")
+    (tmp_path / "train.py").write_text(script)
+    (tmp_path / "utils.py").write_text(SILENCING_UTILS)
+    (result,) = migrate_paths([str(tmp_path / "train.py")], Config())
+    assert "AM511" not in [f.code for f in result.findings]
+    assert "accelerator.backward(loss)" in result.after
