@@ -7,17 +7,10 @@ import re
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.random_draws import DRAWS as _DRAWS, SEEDS as _SEEDS
 from migrator.analysis.walk import descendants
 from migrator.rule import Example, Rule
 
-# Draws from Python's or NumPy's global generator.
-_DRAWS = {
-    "random.random", "random.uniform", "random.choice", "random.randint", "random.randrange",
-    "random.gauss", "random.sample", "random.shuffle",
-    "numpy.random.rand", "numpy.random.randn", "numpy.random.uniform", "numpy.random.choice",
-    "numpy.random.randint", "numpy.random.random", "numpy.random.normal",
-}
-_SEEDS = {"random.seed", "numpy.random.seed"}
 # Settings that decide how a run trains: in a file that only hands its set-up on (a
 # `main.py` building a `Solver(config, ...)`), only these are reported.
 _TRAINING_WORDS = re.compile(r"(lr|learning_rate|epoch|step|iter|batch|decay|warmup)", re.IGNORECASE)

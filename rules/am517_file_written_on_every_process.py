@@ -6,6 +6,7 @@ import libcst as cst
 
 from migrator.analysis import Role, dotted_name
 from migrator.analysis.reach import called_by_other_files
+from migrator.analysis.random_draws import unseeded_draw
 from migrator.analysis.saving import barrier_anchor, per_process_path
 from migrator.cst import adjacent_runs, wrap_statements
 from migrator.edits import Edit, Fix
@@ -29,6 +30,9 @@ _WRITERS = {
 # unwrapped one (DistributedDataParallel's forward would wait for the other processes)
 _MODEL_ARGUMENT = {"torch.onnx.export": (0, "model")}
 _OPENERS = {"open", "builtins.open", "io.open"}
+
+
+_SAME_FILE = "N processes write the same file at once"
 
 
 class FileWrittenOnEveryProcess(Rule):
@@ -86,13 +90,15 @@ class FileWrittenOnEveryProcess(Rule):
     right after the write is reached by every process (a write under an `if`), and code
     before the Accelerator exists. A writer in a function this file never calls is not reported: its callers
     decide which processes run it. Paths built from the rank, and temporary
-    directories, are per-process files and are left alone. Writers this rule does not
+    directories, are per-process files and are left alone. A path drawn at random
+    (`runs/<random.randint(...)>` with no seed set alike before it) is reported for what it
+    does: each process writes its own copy in a place of its own. Writers this rule does not
     know (`PIL.Image.save`, `DataFrame.to_csv`) are not reported.
     """
 
     code = "AM517"
     name = "file-written-on-every-process"
-    message = "`{call}` writes {path} on every process: N processes write the same file at once{note}"
+    message = "`{call}` writes {path} on every process: {consequence}{note}"
     fix_title = "Write it on the main process only (`if accelerator.is_main_process:`)"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -129,7 +135,8 @@ class FileWrittenOnEveryProcess(Rule):
             if per_process_path(analysis, path) or self._main_only(call):
                 continue
             why, wait = self._why_not(call, path, statement)
-            fields = {"call": shown, "path": _short(path) if path is not call else "a file"}
+            fields = {"call": shown, "path": _short(path) if path is not call else "a file",
+                      "consequence": self._consequence(path) if path is not call else _SAME_FILE}
             if why is not None:
                 self.report(call, note=f" (left as written: {why})", **fields)
             else:
@@ -219,6 +226,20 @@ class FileWrittenOnEveryProcess(Rule):
         method = id(function) in self.analysis.facts.method_of  # a helper function: its callers gate its calls
         elsewhere = method and called_by_other_files(self.analysis, function, self.ctx.config.run_callers)
         return not branches.callers(function) and not elsewhere or branches.runs_only_on_main(call)
+
+    def _consequence(self, path: cst.BaseExpression) -> str:
+        """A path drawn at random on each process (`runs/<random.randint(...)>`) names a
+        folder of its own per process: not one file written N times, but N copies of the
+        run's records, each in a place of its own."""
+        draw = unseeded_draw(self.analysis, path)
+        if draw is None:
+            return _SAME_FILE
+        shown = f"{dotted_name(draw.func) or 'a random draw'}()"
+        return (
+            f"its path comes from `{shown}`, a different draw on each process, so the processes "
+            "write N copies into N places (pick the path once: seed the generator alike on every "
+            "process, or draw it on the main process and share it)"
+        )
 
     def _why_not(self, call: cst.Call, path: cst.BaseExpression, statement: cst.CSTNode | None) -> tuple[str | None, bool]:
         """Why the write cannot be gated (None when it can), and whether the other
