@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.weights import fetches_weights
 from migrator.cst import adjacent_runs, wrap_statements
 from migrator.edits import Fix, replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -25,7 +26,9 @@ class DatasetDownloadOnEveryProcess(Rule):
     `download=True` (`datasets.MNIST(root, train=True, download=True)`, any torchvision
     or torchaudio data set, also inside the `DataLoader(...)` it feeds; a data set class of
     the project's own when it is given `download=True` literally) or calls
-    torchvision's `download_url`/`download_and_extract_archive`, under
+    torchvision's `download_url`/`download_and_extract_archive`, or fetches pretrained
+    weights into the torch hub cache (a torchvision or timm model built with
+    `pretrained=True` or `weights=...`, `torch.hub.load`, `load_state_dict_from_url`), under
     `with accelerator.main_process_first():`. Statements of that kind one after another
     share one `with`.
 
@@ -49,8 +52,9 @@ class DatasetDownloadOnEveryProcess(Rule):
     ```
 
     In a run of several files, a call of another file's function that downloads that way
-    (`get_training_dataloader(...)` building `CIFAR100(root, download=True)` in utils.py) is
-    treated the same, at the call: the other file stays as it is.
+    (`get_training_dataloader(...)` building `CIFAR100(root, download=True)` in utils.py,
+    `get_model(...)` building `vgg16(pretrained=True)`), or of a class whose `__init__` does,
+    is treated the same, at the call: the other file stays as it is.
 
     ## Fix safety
     `main_process_first()` is itself a collective (a barrier before and after the
@@ -85,6 +89,19 @@ class DatasetDownloadOnEveryProcess(Rule):
                 "    train_set = datasets.MNIST(\"data\", train=True, download=True)\n"
             ),
             at=("6:13",),
+        ),
+        Example(
+            before=(
+                "import torch\nfrom torchvision import models\nfrom runtime import Accelerator\n\n"
+                "accelerator = Accelerator()\n"
+                "model = models.resnet18(weights=models.ResNet18_Weights.DEFAULT)\n"
+            ),
+            after=(
+                "import torch\nfrom torchvision import models\nfrom runtime import Accelerator\n\n"
+                "accelerator = Accelerator()\nwith accelerator.main_process_first():\n"
+                "    model = models.resnet18(weights=models.ResNet18_Weights.DEFAULT)\n"
+            ),
+            at=("6:9",),
         ),
     )
 
@@ -134,6 +151,11 @@ class DatasetDownloadOnEveryProcess(Rule):
             return True  # a function of another file of the run that downloads (project/downloads.py)
         qualified = fact.qualified or ""
         if qualified in _DOWNLOADERS:
+            return True
+        keywords = {
+            a.keyword.value: cst.Module([]).code_for_node(a.value) for a in fact.node.args if a.keyword is not None
+        }
+        if fetches_weights(qualified, keywords):
             return True
         for arg in fact.node.args:
             if arg.keyword is not None and arg.keyword.value == "download":

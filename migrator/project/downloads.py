@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import ast
 
-from migrator.project.index import FileIndex
+from migrator.analysis.weights import fetches_weights
+from migrator.project.index import FileIndex, init_of
 
-_MARK = b"download"
+_MARKS = (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo")
 _DATASET_MODULES = ("torchvision.datasets.", "torchaudio.datasets.")
 _DOWNLOADERS = {"download_url", "download_and_extract_archive", "download_file_from_google_drive"}
 
@@ -25,7 +26,7 @@ def download_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> di
     targets = {c.target for f in files.values() for c in f.calls if c.target[0] != f.path}
     downloading: set[tuple[str, str]] = set()
     for path in sorted({t[0] for t in targets}):
-        if _MARK not in sources.get(path, b""):
+        if not any(mark in sources.get(path, b"") for mark in _MARKS):
             continue
         try:
             tree = ast.parse(sources[path])
@@ -41,9 +42,11 @@ def download_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> di
 
 
 def downloaders(tree: ast.Module) -> set[str]:
-    """The module's top-level functions that download, directly or through another one."""
+    """The module's top-level functions that download, directly or through another one,
+    and its classes whose `__init__` does (`ContentLoss()` building a pretrained VGG19)."""
     imports = _imports(tree)
-    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    functions: dict[str, ast.AST] = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    functions |= {n.name: init for n in tree.body if isinstance(n, ast.ClassDef) and (init := init_of(n)) is not None}
     found = {name for name, f in functions.items() if any(_downloads(n, imports) for n in ast.walk(f))}
     for _ in range(2):
         found |= {
@@ -58,6 +61,8 @@ def _downloads(node: ast.AST, imports: dict[str, str]) -> bool:
         return False
     qualified = _qualify(node.func, imports)
     if qualified.rsplit(".", 1)[-1] in _DOWNLOADERS and "torchvision" in qualified:
+        return True
+    if fetches_weights(qualified, {k.arg: ast.unparse(k.value) for k in node.keywords if k.arg}):
         return True
     for keyword in node.keywords:
         if keyword.arg == "download":

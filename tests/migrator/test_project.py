@@ -756,6 +756,35 @@ def test_a_download_in_a_helper_of_another_file_runs_on_the_main_process_first(t
     assert "main_process_first" not in (away.after or "")  # nothing imports a data.py from there
 
 
+@pytest.mark.parametrize("weights, fetched", [
+    ("weights=models.VGG19_Weights.IMAGENET1K_V1", True), ("pretrained=True", True),
+    ("weights=None", False), ("pretrained=False", False),
+])
+def test_pretrained_weights_fetched_in_another_file_are_fetched_on_the_main_process_first(
+    tmp_path, weights: str, fetched: bool,
+) -> None:
+    """SRGAN's `ContentLoss()` builds a pretrained VGG19 in its `__init__`: every process would
+    download it into the same torch hub cache at once."""
+    losses = textwrap.dedent(f'''\
+        import torch
+        from torchvision import models
+
+
+        class ContentLoss(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.features = models.vgg19({weights}).features
+    ''')
+    train = TRAIN.replace("import engine\n", "import engine\nfrom losses import ContentLoss\n").replace(
+        "    model = torch.nn.Linear(4, 1)\n",
+        "    model = torch.nn.Linear(4, 1)\n    content = ContentLoss()\n",
+    )
+    assert "content = ContentLoss()" in train
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "losses.py": losses})
+    after = _results([root])["train.py"].after
+    assert ("    with accelerator.main_process_first():\n        content = ContentLoss()\n" in after) is fetched, after
+
+
 def test_a_module_named_like_a_library_is_the_projects_when_it_exports_what_the_library_does_not(tmp_path) -> None:
     """`from evaluate import evaluate` is the project's evaluate.py (the Hugging Face library
     exports load/combine/evaluator): handing it the prepared loader is reported; a call of
