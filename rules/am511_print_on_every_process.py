@@ -172,7 +172,29 @@ def _prints_silenced(analysis) -> bool:
         return True
     if any((c.func or "").split(".")[-1] == "setup_for_distributed" for c in analysis.facts.calls):
         return True
-    return any(b.name in ("builtins.print", "__builtin__.print") for b in analysis.facts.bindings)
+    return any(
+        b.name in ("builtins.print", "__builtin__.print") and _tells_processes_apart(analysis, b.statement)
+        for b in analysis.facts.bindings
+    )
+
+
+_PER_PROCESS_WORDS = ("rank", "gpu", "is_master", "is_main", "process_index")
+
+
+def _tells_processes_apart(analysis, statement: cst.CSTNode) -> bool:
+    """`builtins.print = ...` under a test of the process (`if args.gpu != 0:`), or in a
+    function that tells them apart (`setup_for_distributed(is_master)`): a flag that
+    silences every process or none (`if args.quiet:`) is not this."""
+    current = analysis.parent(statement)
+    while current is not None:
+        if isinstance(current, cst.If):
+            test = cst.Module([]).code_for_node(current.test).lower()
+            if any(word in test for word in _PER_PROCESS_WORDS):
+                return True
+        if isinstance(current, cst.FunctionDef):
+            return any(word in cst.Module([]).code_for_node(current).lower() for word in _PER_PROCESS_WORDS)
+        current = analysis.parent(current)
+    return False
 
 
 def _per_process(call: cst.Call) -> bool:

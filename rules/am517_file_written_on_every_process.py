@@ -6,7 +6,7 @@ import libcst as cst
 
 from migrator.analysis import Role, dotted_name
 from migrator.analysis.reach import called_by_other_files
-from migrator.analysis.random_draws import unseeded_draw
+from migrator.analysis.random_draws import unique_draw, unseeded_draw
 from migrator.analysis.saving import barrier_anchor, per_process_path
 from migrator.cst import adjacent_runs, wrap_statements
 from migrator.edits import Edit, Fix
@@ -235,10 +235,12 @@ class FileWrittenOnEveryProcess(Rule):
         if draw is None:
             return _SAME_FILE
         shown = f"{dotted_name(draw.func) or 'a random draw'}()"
+        remedy = "draw it on the main process and share it" if unique_draw(draw, self.analysis) else (
+            "seed the generator alike on every process, or draw it on the main process and share it"
+        )
         return (
             f"its path comes from `{shown}`, a different draw on each process, so the processes "
-            "write N copies into N places (pick the path once: seed the generator alike on every "
-            "process, or draw it on the main process and share it)"
+            f"write N copies into N places (pick the path once: {remedy})"
         )
 
     def _why_not(self, call: cst.Call, path: cst.BaseExpression, statement: cst.CSTNode | None) -> tuple[str | None, bool]:

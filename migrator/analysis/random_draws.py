@@ -35,7 +35,7 @@ def unseeded_draw(analysis: "ScriptAnalysis", expr: cst.CSTNode, depth: int = 3)
     # another function may run later (semseg seeds in `train()`, called after the draw)
     seeds = [
         c.node for c in analysis.facts.calls
-        if (c.qualified or "") in SEEDS and (c.scope is scope or c.scope is analysis.module)
+        if (c.qualified or "") in SEEDS and (c.scope is scope or c.scope is analysis.module) and not _per_process(c.node)
     ]
     values, names, seen = [expr], set(), set()
     for _ in range(depth + 1):
@@ -54,3 +54,14 @@ def unseeded_draw(analysis: "ScriptAnalysis", expr: cst.CSTNode, depth: int = 3)
         ]
         seen |= names
     return None
+
+
+def _per_process(seed: cst.Call) -> bool:
+    """`random.seed(args.seed + rank)`: a seed of its own on every process makes the draws differ."""
+    text = cst.Module([]).code_for_node(seed).lower()
+    return any(word in text for word in ("rank", "process_index", "local_process_index"))
+
+
+def unique_draw(call: cst.Call, analysis: "ScriptAnalysis") -> bool:
+    """A name made up at random (`uuid.uuid4()`): no seed makes it alike."""
+    return (analysis.imports.qualify(call.func) or "") in _UNIQUE

@@ -15,7 +15,7 @@ from migrator.analysis.branches import accelerator_method
 from migrator.analysis.loop import is_main_guard
 from migrator.analysis.names import dotted_name
 from migrator.analysis.roles import Role
-from migrator.analysis.uniform import same_everywhere
+from migrator.analysis.uniform import reached_alike, same_everywhere
 from migrator.analysis.walk import walk
 
 if TYPE_CHECKING:
@@ -292,6 +292,8 @@ def barrier_anchor(analysis: "ScriptAnalysis", node: cst.CSTNode, depth: int = 0
         current = up
     if isinstance(anchor, cst.SimpleStatementSuite):
         return None  # a one-line body (`def save(self): torch.save(...)`) has no line to put a barrier on
+    if _in_loop(analysis, anchor) and not reached_alike(analysis, anchor):
+        return None  # a process that left the iteration early (`continue` on its own loss) would never arrive
     function = branches.function_of(node)
     if function is not None and depth < 3:
         calls = branches.callers(function)

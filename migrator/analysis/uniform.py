@@ -57,6 +57,23 @@ def same_everywhere(analysis: "ScriptAnalysis", test: cst.BaseExpression) -> boo
     return _Reader(analysis).value(test, analysis.scope_of(test), 0)
 
 
+def reached_alike(analysis: "ScriptAnalysis", statement: cst.CSTNode) -> bool:
+    """Whether every process that runs an iteration of the loops around `statement` (in its
+    function) gets to it: no `continue`, `break`, `return` or `raise` above it in those loop
+    bodies tests what may differ between processes (`if loss.item() > 1: continue`)."""
+    reader = _Reader(analysis)
+    scope = analysis.scope_of(statement)
+    current, child = analysis.parent(statement), statement
+    while current is not None and current is not scope:
+        if isinstance(current, (cst.IndentedBlock, cst.Module)):
+            body = list(current.body)
+            before = body[:body.index(child)] if child in body else []
+            if any(not reader.exits_alike(s, scope, 0) for s in before):
+                return False
+        current, child = analysis.parent(current), current
+    return True
+
+
 class _Reader:
     def __init__(self, analysis: "ScriptAnalysis") -> None:
         self.analysis = analysis
@@ -90,8 +107,14 @@ class _Reader:
         short = call.func.attr.value if isinstance(call.func, cst.Attribute) else qualified.split(".")[-1]
         if qualified in _CONFIG_FILES:
             return True  # a config file: every process reads the same one
-        if qualified == "len":
-            return True  # a data set's or a prepared loader's length: the same on every process
+        if qualified == "len" and len(call.args) == 1:
+            # a data set's or a prepared loader's length is the same on every process
+            counted = call.args[0].value
+            from migrator.analysis.roles import Role
+
+            if self.analysis.roles.of(dotted_name(counted) or "") is Role.DATALOADER:
+                return True
+            return self.value(counted, scope, depth)
         args = all(self.value(a.value, scope, depth) for a in call.args)
         if qualified in _PURE:
             return args
@@ -143,7 +166,7 @@ class _Reader:
         bound = [b for b in facts.bindings if b.name == name and b.scope is scope]
         augmented = [a for a in self.analysis.nodes("AugAssign")
                      if dotted_name(a.target) == name and self.analysis.scope_of(a) is scope]
-        other = _other_bindings(self.analysis, scope, name)
+        other = _other_bindings(self.analysis, scope, name) or _mutated(self.analysis, scope, name)
         is_param = isinstance(scope, cst.FunctionDef) and name in facts.params.get(id(scope), ())
         if other:
             return False
@@ -199,14 +222,35 @@ class _Reader:
         return short in ("range", "count", "trange") and dotted_name(loop.target) == name
 
     def binding_alike(self, value: cst.CSTNode | None, statement: cst.CSTNode, scope: cst.CSTNode, depth: int) -> bool:
-        """The value is alike, and so is every test the binding runs under in its scope."""
+        """The value is alike, every test the binding runs under in its scope is, and no way
+        out of the loop above it (`if loss.item() > 1: continue`) tests what may differ."""
         if value is None or not self.value(value, scope, depth):
             return False
-        current = self.analysis.parent(statement)
+        current, child = self.analysis.parent(statement), statement
         while current is not None and current is not scope:
             if isinstance(current, (cst.If, cst.While)) and not self.value(current.test, scope, depth):
                 return False
-            current = self.analysis.parent(current)
+            if isinstance(current, (cst.IndentedBlock, cst.Module)):
+                body = list(current.body)
+                before = body[:body.index(child)] if child in body else []
+                if any(not self.exits_alike(s, scope, depth) for s in before):
+                    return False
+            current, child = self.analysis.parent(current), current
+        return True
+
+    def exits_alike(self, statement: cst.CSTNode, scope: cst.CSTNode, depth: int) -> bool:
+        """Every `continue`, `break`, `return` or `raise` in `statement` (not in a loop or
+        function of its own) sits under tests every process evaluates alike."""
+        for exit_ in _exits(statement):
+            current = self.analysis.parent(exit_)
+            while current is not None and current is not statement:
+                if isinstance(current, (cst.If, cst.While)) and not self.value(current.test, scope, depth):
+                    return False
+                if isinstance(current, cst.Try):
+                    return False  # an exception one process raises alone
+                current = self.analysis.parent(current)
+            if isinstance(statement, (cst.If, cst.While)) and not self.value(statement.test, scope, depth):
+                return False
         return True
 
 
@@ -227,6 +271,55 @@ def _children_expressions(node: cst.CSTNode) -> list[cst.CSTNode]:
         elif isinstance(child, cst.FormattedStringText):
             continue
     return out
+
+
+_READS = {"get", "keys", "values", "items", "index", "count", "copy", "format", "lower", "upper", "startswith",
+          "endswith", "strip", "split", "join", "__len__"}
+
+
+def _mutated(analysis: "ScriptAnalysis", scope: cst.CSTNode, name: str) -> bool:
+    """`losses.append(loss.item())`, `best[k] = v`, `del xs[0]`: a container changed in place
+    (what it holds then is not its first binding's)."""
+    for call in analysis.nodes("Call"):
+        func = call.func
+        if isinstance(func, cst.Attribute) and dotted_name(func.value) == name and func.attr.value not in _READS:
+            if analysis.scope_of(call) is scope:
+                return True
+    for target in analysis.nodes("AssignTarget"):
+        inner = target.target
+        if isinstance(inner, cst.Subscript) and dotted_name(inner.value) == name and analysis.scope_of(target) is scope:
+            return True
+    return False
+
+
+def _exits(statement: cst.CSTNode) -> list[cst.CSTNode]:
+    """The `continue`/`break`/`return`/`raise` statements of `statement`'s own loop level."""
+    found: list[cst.CSTNode] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_For(self, node: cst.For) -> bool:
+            return node is statement
+
+        def visit_While(self, node: cst.While) -> bool:
+            return node is statement
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_Continue(self, node: cst.Continue) -> None:
+            found.append(node)
+
+        def visit_Break(self, node: cst.Break) -> None:
+            found.append(node)
+
+        def visit_Return(self, node: cst.Return) -> None:
+            found.append(node)
+
+        def visit_Raise(self, node: cst.Raise) -> None:
+            found.append(node)
+
+    walk(statement, _Find())
+    return found
 
 
 def _other_bindings(analysis: "ScriptAnalysis", scope: cst.CSTNode, name: str) -> bool:

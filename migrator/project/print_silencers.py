@@ -53,9 +53,15 @@ def silencers(tree: ast.Module) -> set[str]:
     return found
 
 
+_PER_PROCESS = ("master", "rank", "is_main", "gpu", "process_index")
+
+
 def replaces_print(node: ast.AST) -> bool:
     """`builtins.print = ...` (or `__builtin__.print`, under any import alias ending so)
-    somewhere in `node`."""
+    somewhere in `node`, in code that tells the processes apart (`is_master`, a rank): a
+    flag that silences every process or none (`if args.quiet:`) is not this."""
+    if not any(word in ast.unparse(node) for word in _PER_PROCESS):
+        return False
     for n in ast.walk(node):
         if isinstance(n, ast.Assign):
             for target in n.targets:

@@ -184,3 +184,23 @@ def test_a_barrier_stays_in_a_shared_branch_only_when_no_if_further_out_may_diff
     )
     anchors = [_code(analysis, s.anchor) for s in saves(analysis)]
     assert anchors == ["if utils.is_main_process():", 'with open("b.pt", "wb") as f:']
+
+
+def test_no_barrier_where_a_process_may_have_left_the_iteration_already() -> None:
+    """`if loss.item() > 1.0: continue` above the save: a process that took it would never
+    reach a barrier anywhere below, so there is none (the main process saves on its own)."""
+    analysis = _analyze(
+        """
+        import torch
+        step = 0
+        for x in loader:
+            loss = model(x)
+            if loss.item() > 1.0:
+                continue
+            step += 1
+            if step % 5 == 0:
+                torch.save(model.state_dict(), "ckpt.pt")
+        """
+    )
+    (save,) = saves(analysis)
+    assert save.anchor is None

@@ -200,3 +200,15 @@ def test_a_script_that_replaces_print_itself_keeps_its_prints(tmp_path) -> None:
     (result,) = migrate_paths([str(tmp_path / "train.py")], Config())
     assert "AM511" not in [f.code for f in result.findings]
     assert "accelerator.backward(loss)" in result.after
+
+
+def test_print_replaced_on_a_flag_every_process_shares_is_not_silencing(tmp_path) -> None:
+    """`if args.quiet: builtins.print = ...` silences every process or none: the training
+    loop's print still prints once per process, and is converted."""
+    script = SILENCED_MAIN.format(call="plain").replace(
+        "import utils\n", "import builtins\n\nimport utils\n"
+    ).replace("    utils.plain(args)\n", "    if args.quiet:\n        builtins.print = lambda *a, **k: None\n")
+    (tmp_path / "train.py").write_text(script)
+    (tmp_path / "utils.py").write_text(SILENCING_UTILS)
+    (result,) = migrate_paths([str(tmp_path / "train.py")], Config())
+    assert 'accelerator.print("step", step, loss.item())' in result.after

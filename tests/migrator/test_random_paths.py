@@ -31,9 +31,16 @@ SCRIPT = textwrap.dedent('''\
 ''')
 
 
-@pytest.mark.parametrize("seed, drawn", [("", True), ("random.seed(0)\n", False)])
+@pytest.mark.parametrize("seed, drawn", [("", True), ("random.seed(0)\n", False), ("random.seed(1234 + rank)\n", True)])
 def test_a_path_drawn_at_random_is_said_to_be_one_per_process(seed: str, drawn: bool) -> None:
     result = migrate_source(SCRIPT.format(seed=seed).encode(), "train.py", Config())
     (told,) = [f.message for f in result.findings if f.code == "AM517"]
     assert ("`random.randint()`, a different draw on each process" in told) is drawn
     assert ("N processes write the same file at once" in told) is not drawn
+
+
+def test_a_name_made_up_with_uuid_is_not_told_to_seed() -> None:
+    script = SCRIPT.format(seed="import uuid\n").replace("random.randint(1, 100000)", "uuid.uuid4()")
+    result = migrate_source(script.encode(), "train.py", Config())
+    (told,) = [f.message for f in result.findings if f.code == "AM517"]
+    assert "`uuid.uuid4()`, a different draw" in told and "seed" not in told

@@ -136,6 +136,34 @@ DIFFERENT = {
             if args.best > 0.5:  # here
                 pass
         """,
+    "a list appended this process's losses (its first binding is empty)": """
+        val_losses = []
+        for epoch in range(3):
+            for x, y in loader:
+                loss = model(x)
+            val_losses.append(loss.item())
+            if val_losses[-1] <= min(val_losses):  # here
+                pass
+        """,
+    "the length of a list filled on a test of this process's loss": """
+        bad = []
+        for x, y in loader:
+            loss = model(x)
+            if loss.item() > 1.0:
+                bad.append(loss.item())
+            if len(bad) > 3:  # here
+                pass
+        """,
+    "a counter counted after a continue on this process's loss": """
+        step = 0
+        for x, y in loader:
+            loss = model(x)
+            if loss.item() > 1.0:
+                continue
+            step += 1
+            if step % 5 == 0:  # here
+                pass
+        """,
     "a value the loop hands each step": """
         for i, (x, y) in enumerate(loader):
             if y.sum() > 0:  # here
