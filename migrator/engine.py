@@ -92,7 +92,7 @@ def _run_rules(
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     analysis = analyze(
         wrapper, batch_stepped=frozenset(config.project_stepped), loader_calls=dict(config.project_loaders),
-        unused_models=dict(config.project_unused), unthreaded_calls=frozenset(s for s, trains in config.project_unthreaded if not trains),
+        unused_models=dict(config.project_unused), unthreaded_calls=_unthreaded_evaluations(config),
         argument_roles={spelling: dict(keys) for spelling, keys in config.project_roles},
         distribution_helpers={spelling: rest for spelling, *rest in config.project_distribution},
         meter_calls=frozenset(config.project_meters), called_elsewhere=frozenset(config.project_called),
@@ -116,6 +116,15 @@ def _run_rules(
 
 
 @functools.lru_cache(maxsize=None)
+def _unthreaded_evaluations(config: Config) -> frozenset[str]:
+    """Calls of the run's functions and classes that evaluate with no Accelerator: those a
+    run of several files left unthreaded, and its evaluations it threads nowhere (a run that
+    threads nothing decides nothing). A loader only they read is left whole."""
+    decided = frozenset(s for s, trains in config.project_unthreaded if not trains)
+    threaded = set(config.project_calls) | set(config.project_plain)
+    return decided | frozenset(s for s in config.project_evaluations if s not in threaded)
+
+
 def _handlers(rule: type[Rule]) -> tuple[tuple[str, str], ...]:
     """(node type, method name) for every visit_/leave_ method a rule class defines.
 

@@ -6,7 +6,7 @@ import re
 
 import libcst as cst
 
-from migrator.analysis import Role
+from migrator.analysis import Role, dotted_name
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -288,7 +288,18 @@ def _loaders(analysis, call: cst.Call, *, prepared: bool) -> list[str]:
 
 
 def _whole_loaders(analysis, call: cst.Call) -> str:
+    """The unprepared loaders handed to `call`, or to the methods of the object it builds
+    (`evaluator = Evaluator(model)`, then `evaluator.evaluate(val_loader, ...)`)."""
     loaders = _loaders(analysis, call, prepared=False)
+    statement = analysis.statement_of(call)
+    if isinstance(statement, cst.Assign) and len(statement.targets) == 1 and statement.value is call:
+        built = dotted_name(statement.targets[0].target)
+        scope = analysis.scope_of(call)
+        for c in analysis.facts.calls:
+            if built and (c.func or "").startswith(f"{built}.") and c.func.count(".") == built.count(".") + 1:
+                if analysis.scope_of(c.node) is scope:
+                    loaders += _loaders(analysis, c.node, prepared=False)
+    loaders = list(dict.fromkeys(loaders))
     return _READS_WHOLE.format(loaders=", ".join(loaders)) if loaders else ""
 
 

@@ -178,17 +178,18 @@ def make_plan(
     chosen: list[_Candidate] = []
     left_out: list[tuple[str, str]] = []
     twins: dict[str, str] = {}
+    reading_calls = _with_methods(facts, roles, block.scope, unthreaded_calls)
     for cand in latest.values():
         if cand.role is Role.MODEL and owners and cand.name not in owners:
             continue
         if cand.role is Role.MODEL and cand.binding is None and cand.name not in owners:
             continue  # a model parameter is prepared only when an optimizer here updates it
         if cand.role is Role.DATALOADER and unthreaded_calls:
-            readers = _only_read_by(facts, cand.name, block.scope, unthreaded_calls, parent)
+            readers = _only_read_by(facts, cand.name, block.scope, reading_calls, parent)
             if readers:
                 left_out.append((cand.name, f"read only by {readers}, which no Accelerator reaches: every process reads all of it"))
                 continue
-            if "." not in cand.name and _read_by(facts, cand.name, block.scope, unthreaded_calls, parent):
+            if "." not in cand.name and _read_by(facts, cand.name, block.scope, reading_calls, parent):
                 twins[cand.name] = _free_name(facts, f"{cand.name}_whole")
         if cand.role is Role.SCHEDULER:
             value = cand.binding.element or cand.binding.value
@@ -276,6 +277,30 @@ def _read_by(facts: Facts, name: str, scope, calls: frozenset[str], parent: Call
         if isinstance(call, cst.Call) and dotted_name(call.func) in calls and arg.value is load.node:
             return True
     return False
+
+
+def _with_methods(facts: Facts, roles: RoleTable, scope, calls: frozenset[str]) -> frozenset[str]:
+    """`calls` and the methods called on what they build here: `evaluator = Evaluator(model)`,
+    then `evaluator.evaluate(val_loader, ...)` reads the loader for a class of another file
+    that gets no Accelerator (open-reid). An object built with an optimizer, or a method
+    handed one, trains: not a reader of this kind."""
+    if not calls:
+        return calls
+
+    def trains(call: cst.Call) -> bool:
+        return any(roles.of(dotted_name(a.value) or "") is Role.OPTIMIZER for a in call.args)
+
+    built = {
+        b.name for b in facts.bindings
+        if b.scope is scope and "." not in b.name and isinstance(b.value, cst.Call)
+        and dotted_name(b.value.func) in calls and not trains(b.value)
+    }
+    methods = {
+        c.func for c in facts.calls
+        if c.scope is scope and c.func is not None and c.func.count(".") == 1 and c.func.split(".")[0] in built
+        and not trains(c.node)
+    }
+    return calls | frozenset(methods)
 
 
 def _free_name(facts: Facts, name: str) -> str:

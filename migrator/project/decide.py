@@ -136,9 +136,23 @@ def _unthreaded_calls(files: dict[str, FileIndex], f: FileIndex, threaded, whole
             continue
         if call.target not in whole and any(k == ACCELERATOR for k, _ in call.keywords):
             continue  # threaded by an earlier run
-        if function.updates or roles & {"dataloader", "model"}:
-            out.add((call.spelling, function.updates))
+        if function.updates or roles & {"dataloader", "model"} or (function.is_class and function.methods):
+            out.add((call.spelling, function.updates))  # a class: its methods may read what the caller hands them
     return tuple(sorted(out))
+
+
+def evaluation_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
+    """For each file, its calls of the run's functions and classes that read what they are
+    handed without training on it (no backward, no step), as Config.project_evaluations
+    takes them: those that get no Accelerator (not threaded) read a loader whole, so a
+    caller leaves out of prepare() a loader only they read (open-reid's
+    `Evaluator(model).evaluate(val_loader, ...)`), even in a run that threads nothing."""
+    out = {}
+    for path, f in files.items():
+        found = {spelling for spelling, trains in _unthreaded_calls(files, f, frozenset()) if not trains}
+        if found:
+            out[path] = tuple(sorted(found))
+    return out
 
 
 def _stepped_by(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[str, ...]:

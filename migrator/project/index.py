@@ -211,7 +211,7 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             node.name, params, kwonly, ok, _stepped_in_loops(node, set(params + kwonly)), init is not None,
             _returned_loaders(node) if init is None else (),
             tuple(sorted({n.func.value.id for n in ast.walk(node) if _state_of_parameter(n, set(params))})) if init is None else (),
-            _updates(node),
+            _updates(node) or any(_updates(base) for base in _bases_here(node, tree)),
             _param_roles(node, params) if init is None else _class_param_roles(node, init, params),
             _method_states(node) if init is not None else (),
             init is None and any(_saves(n) for n in ast.walk(node)),
@@ -541,6 +541,16 @@ def _is_backward_statement(statement: ast.stmt) -> bool:
         blocks += [h.body for h in getattr(statement, "handlers", [])]
         return any(_is_backward_statement(s) for block in blocks for s in block)
     return False
+
+
+def _bases_here(node: ast.AST, tree: ast.Module, depth: int = 3) -> list[ast.ClassDef]:
+    """The classes of the same module a class is built on (`class Trainer(BaseTrainer)`,
+    the base holding the epoch loop), through a few levels."""
+    if not isinstance(node, ast.ClassDef) or depth == 0:
+        return []
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    found = [classes[b.id] for b in node.bases if isinstance(b, ast.Name) and b.id in classes and b.id != node.name]
+    return found + [deeper for base in found for deeper in _bases_here(base, tree, depth - 1)]
 
 
 def _updates(function: ast.FunctionDef) -> bool:

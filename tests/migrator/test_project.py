@@ -1429,3 +1429,39 @@ def test_an_evaluation_of_another_module_is_not_said_to_need_a_backward(tmp_path
     assert "its backward, metrics and prints" in told["helpers.fit"], told
     # handed the model alone (RetinaNet's csv_eval.evaluate(dataset_val, retinanet)): it reads its data whole
     assert "its prints (it reads its data whole" in told["helpers.evaluate_on_set"], told
+
+
+EVALUATOR = textwrap.dedent('''\
+    import torch
+
+
+    class Evaluator:
+        def __init__(self, model):
+            self.model = model
+
+        def evaluate(self, loader):
+            self.model.eval()
+            features = {}
+            with torch.no_grad():
+                for index, (x, y) in enumerate(loader):
+                    features[index] = self.model(x)
+            return len(features)
+''')
+
+
+def test_a_loader_read_only_by_the_method_of_an_evaluator_of_another_file_stays_whole(tmp_path) -> None:
+    """open-reid: `evaluator = Evaluator(model)`, then `evaluator.evaluate(val_loader)`; the
+    evaluator gets no Accelerator and keys its features by sample over the whole set, so a
+    sharded loader would leave it keys short on N processes."""
+    train = TRAIN.replace("import engine\n", "import engine\nfrom evaluators import Evaluator\n").replace(
+        "        outputs, targets = engine.evaluate(valid_loader, model, device)\n",
+        "        outputs = targets = []\n        evaluator.evaluate(valid_loader)\n",
+    ).replace("    for epoch in range(2):\n", "    evaluator = Evaluator(model)\n    for epoch in range(2):\n")
+    assert "evaluator.evaluate(valid_loader)" in train
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "evaluators.py": EVALUATOR})
+    results = _results([root])
+    after = results["train.py"].after
+    prepared = after.split("accelerator.prepare(")[1].split(")")[0]
+    assert "train_loader" in prepared and "valid_loader" not in prepared, after
+    told = [f.message for f in results["train.py"].findings if f.code == "AM914" and "Evaluator" in f.message]
+    assert told and "reads `valid_loader` unprepared" in told[0]
