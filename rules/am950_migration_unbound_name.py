@@ -22,11 +22,13 @@ class MigrationUnboundName(Rule):
     ```python
     class Trainer:
         def __init__(self, config):
+            self.device = torch.device("cuda")
             self.config = config
             self.scaler = torch.cuda.amp.GradScaler(enabled=self.config.amp)
     ```
-    A migration that creates `Accelerator(mixed_precision=... self.config.amp ...)` as
-    the first statement of `__init__` would read `self.config` too early.
+    The Accelerator replaces the device, so it is created where the device was chosen;
+    `Accelerator(mixed_precision=... self.config.amp ...)` there would read `self.config`
+    one line too early. (Without the device line it simply goes below the assignment.)
 
     Use instead: move the set-up by hand below the assignments it reads, then run the
     migration again:
@@ -35,6 +37,7 @@ class MigrationUnboundName(Rule):
         def __init__(self, config):
             self.config = config
             self.accelerator = Accelerator(mixed_precision="fp16" if self.config.amp else "no")
+            self.device = self.accelerator.device
     ```
 
     ## Known limits
@@ -54,8 +57,9 @@ class MigrationUnboundName(Rule):
                 '\n'
                 'class Trainer:\n'
                 '    def __init__(self, config, model, loader):\n'
+                '        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
                 '        self.config = config\n'
-                '        self.model = model\n'
+                '        self.model = model.to(self.device)\n'
                 '        self.loader = loader\n'
                 '        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)\n'
                 '        if self.config.use_amp:\n'
@@ -64,11 +68,11 @@ class MigrationUnboundName(Rule):
                 '    def fit(self):\n'
                 '        for x in self.loader:\n'
                 '            with torch.autocast("cuda", enabled=self.config.use_amp):\n'
-                '                loss = self.model(x).sum()\n'
+                '                loss = self.model(x.to(self.device)).sum()\n'
                 '            self.scaler.scale(loss).backward()\n'
                 '            self.scaler.step(self.optimizer)\n'
                 '            self.scaler.update()\n'
             ),
-            at=('6:1',),
+            at=('7:1',),
         ),
     )

@@ -286,7 +286,7 @@ def analyze(
     setup = None
     if block is not None and not acc_names:
         home = _home_of_wrapping_class(facts, block, parent) if wrapped_here else block
-        setup = _setup_plan(module, home, dev_vars, surviving, facts, patterns.option_names)
+        setup = _setup_plan(module, home, dev_vars, surviving, facts, patterns.option_names, patterns.option_attributes)
     return ScriptAnalysis(
         module=module,
         facts=facts,
@@ -487,9 +487,13 @@ def _surviving_uses(facts: Facts, dev_vars, moves, droppable) -> dict[str, int]:
     return counts
 
 
-def _setup_plan(module: cst.Module, block: Block, dev_vars, surviving, facts: Facts, needs=frozenset()) -> SetupPlan | None:
+def _setup_plan(
+    module: cst.Module, block: Block, dev_vars, surviving, facts: Facts, needs=frozenset(), attributes=frozenset(),
+) -> SetupPlan | None:
     """After the preamble, and after the statements binding `needs` (names the
-    Accelerator's options read, e.g. `args`) unless a device variable comes first."""
+    Accelerator's options read, e.g. `args`) unless a device variable comes first; also
+    after those assigning the `attributes` they read (`self.opt = options` for
+    `cpu=self.opt.no_cuda`)."""
     for var in dev_vars:
         if surviving.get(var.name) and var.binding.scope is module and block.scope is not module:
             names = tuple(v.name for v in dev_vars if surviving.get(v.name) and v.binding.scope is module)
@@ -509,7 +513,7 @@ def _setup_plan(module: cst.Module, block: Block, dev_vars, surviving, facts: Fa
             index = i + 1
         else:
             break
-    index = max(index, _after_bindings(block, body, facts, needs, dev_vars))
+    index = max(index, _after_bindings(block, body, facts, needs | attributes, dev_vars))
     if index >= len(body):
         return None
     return SetupPlan(block, body[index])

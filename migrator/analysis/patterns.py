@@ -15,6 +15,7 @@ import libcst as cst
 from migrator.analysis.accumulation import Accumulation, accumulations
 from migrator.analysis.collect import Facts
 from migrator.analysis.ddp_options import DdpOptions, ddp_options
+from migrator.analysis.names import dotted_name
 from migrator.analysis.device import device_variables
 from migrator.analysis.device_choice import DeviceChoice, device_choices, training_cpu
 from migrator.analysis.distributed import DistributionFacts, distribution_facts
@@ -41,6 +42,13 @@ class Patterns:
     def option_names(self) -> frozenset[str]:
         """Names the options read: the Accelerator must be created after they are bound."""
         return frozenset(n for o in self.options for n in o.names)
+
+    @property
+    def option_attributes(self) -> frozenset[str]:
+        """The attributes the options read through those names (`self.opt` of
+        `cpu=self.opt.no_cuda`): where one is assigned in the creating function, the
+        Accelerator comes after that assignment too."""
+        return frozenset(a for o in self.options for a in _attributes_read(o.value))
 
 
 def find_patterns(
@@ -130,3 +138,23 @@ def _never_on_a_device(facts: Facts, roles: RoleTable) -> bool:
 def _cpu_names(devices: tuple[DeviceChoice, ...], cpu: str) -> frozenset[str]:
     """The names `cpu=<condition>` reads: the Accelerator is created after they are bound."""
     return next(c.names for c in devices if c.cpu == cpu)
+
+
+def _attributes_read(code: str) -> set[str]:
+    """`self.opt` and `self.opt.no_cuda` for `self.opt.no_cuda`: every dotted prefix of the
+    attribute chains an option's value reads."""
+    try:
+        expression = cst.parse_expression(code)
+    except cst.ParserSyntaxError:
+        return set()
+    found: set[str] = set()
+
+    class _Find(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            name = dotted_name(node)
+            if name:
+                parts = name.split(".")
+                found.update(".".join(parts[:i]) for i in range(2, len(parts) + 1))
+
+    expression.visit(_Find())
+    return found

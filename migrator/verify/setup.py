@@ -96,18 +96,24 @@ def _peel(node: ast.AST) -> ast.AST:
 
 
 def _optimizers_alone(pair: Pair) -> Iterator[Problem]:
-    """Every prepare() of the file prepares optimizers (or schedulers) only: the model
-    they update is prepared nowhere here, so nothing is wrapped for distribution (an
-    optimizer built in a model's own `get_optimizer()`, or handed over by another file)."""
+    """The file's prepare() calls take an optimizer but no model (optimizers, schedulers and
+    loaders only): the model they update is prepared nowhere here, so nothing is wrapped
+    for distribution (an optimizer built in a model's own `get_optimizer()`, handed over by
+    another file, or over the parameters of models kept in a dict: monodepth2's
+    `self.models["encoder"]`)."""
     program = pair.after
     kinds = [(p, [program.kind_of(a) if a else "other" for a in p.args]) for p in program.prepares]
-    if not kinds or any(k not in ("optimizer", "scheduler") for _, ks in kinds for k in ks):
+    flat = [k for _, ks in kinds for k in ks]
+    if not kinds or "optimizer" not in flat or any(k not in ("optimizer", "scheduler", "loader") for k in flat):
         return
+    if "loader" in flat and any(models for _, _, models in optimizers(program)):
+        return  # the optimizer's own models are known: `_optimizers_and_models` names the one left out
     prepare, _ = kinds[0]
     yield pair.at_after(
         CODE, prepare.call,
-        "left as written: only the optimizer would be prepared, and the model it updates is "
-        "prepared nowhere in this file, so N processes would train N unsynchronised copies; "
+        "left as written: the optimizer would be prepared without the model it updates, which is "
+        "prepared nowhere in this file (built elsewhere, or kept where the migration does not "
+        "follow, such as a dict of models), so N processes would train N unsynchronised copies; "
         "prepare the model and its optimizer together where both exist",
     )
 
