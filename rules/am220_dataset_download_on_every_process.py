@@ -147,6 +147,12 @@ class DatasetDownloadOnEveryProcess(Rule):
                 self.report(fact.node, call=shown, note=f" (left as written: {why})")
 
     def _downloads(self, fact) -> bool:
+        told_not_to = any(
+            a.keyword is not None and a.keyword.value == "download" and isinstance(a.value, cst.Name)
+            and a.value.value in ("False", "None") for a in fact.node.args
+        )
+        if told_not_to:
+            return False  # `Images(root, download=False)`: whatever its class can do, this call does not
         if fact.func is not None and fact.func in self.ctx.config.project_downloads:
             return True  # a function of another file of the run that downloads (project/downloads.py)
         qualified = fact.qualified or ""

@@ -191,16 +191,23 @@ class TrainingInAnotherModule(Rule):
             if not what:
                 continue
             seen.add(qualified)
-            self.report(c.node, call=c.func or function, module=module, what=what, advice=self._advice(c.func, module, what, inherits, members))
+            shared = _shared_through_methods(analysis, c.node)
+            advice = self._advice(c.func, module, what, inherits, members, through_methods=bool(shared))
+            if shared:
+                advice += _SHARE.format(loaders=", ".join(shared))
+            self.report(c.node, call=c.func or function, module=module, what=what, advice=advice)
 
-    def _advice(self, call: str, module: str, what: str, inherits: dict[str, tuple[str, str]], members: set[str]) -> str:
+    def _advice(
+        self, call: str, module: str, what: str, inherits: dict[str, tuple[str, str]], members: set[str],
+        through_methods: bool = False,
+    ) -> str:
         """Why the Accelerator does not reach a training function of another module. One
         named for an evaluation and handed no optimizer (here, or by what its body does with
         its parameters) needs it for its metrics and prints, not a backward; handed no loader
         either, for its prints alone."""
         by_use = {role for spelling, keys in self.ctx.config.project_roles if spelling == call for _, role in keys}
         evaluates = "optimizer" not in what and "optimizer" not in by_use and _EVALUATION_WORDS.search(call.rpartition(".")[2])
-        if evaluates and "loader" not in what:
+        if evaluates and "loader" not in what and not through_methods:
             # handed no loader: it reads its data set whole, so every process computes the
             # metrics of all of it (right, N times over); only what it prints is repeated
             parts = "prints (it reads its data whole: each process evaluates all of it)"
@@ -234,7 +241,9 @@ class TrainingInAnotherModule(Rule):
                     told.add(c.func)
                     self.report(c.node, call=c.func, module=module, what=what, advice=_KEPT_WHOLE.format(loaders=", ".join(loaders)))
                 continue
-            shared = [] if unthreaded[c.func] else _loaders(analysis, c.node, prepared=True)
+            shared = [] if unthreaded[c.func] else list(dict.fromkeys(
+                _loaders(analysis, c.node, prepared=True) + _shared_through_methods(analysis, c.node)
+            ))
             if c.func in told and not shared:
                 continue
             told.add(c.func)
@@ -291,16 +300,32 @@ def _whole_loaders(analysis, call: cst.Call) -> str:
     """The unprepared loaders handed to `call`, or to the methods of the object it builds
     (`evaluator = Evaluator(model)`, then `evaluator.evaluate(val_loader, ...)`)."""
     loaders = _loaders(analysis, call, prepared=False)
-    statement = analysis.statement_of(call)
-    if isinstance(statement, cst.Assign) and len(statement.targets) == 1 and statement.value is call:
-        built = dotted_name(statement.targets[0].target)
-        scope = analysis.scope_of(call)
-        for c in analysis.facts.calls:
-            if built and (c.func or "").startswith(f"{built}.") and c.func.count(".") == built.count(".") + 1:
-                if analysis.scope_of(c.node) is scope:
-                    loaders += _loaders(analysis, c.node, prepared=False)
+    loaders += [name for method in _method_calls(analysis, call) for name in _loaders(analysis, method, prepared=False)]
     loaders = list(dict.fromkeys(loaders))
     return _READS_WHOLE.format(loaders=", ".join(loaders)) if loaders else ""
+
+
+def _shared_through_methods(analysis, call: cst.Call) -> list[str]:
+    """The prepared loaders the methods of the object `call` builds are handed
+    (`evaluator.evaluate(train_loader)`): they see this process's share only."""
+    return list(dict.fromkeys(
+        name for method in _method_calls(analysis, call) for name in _loaders(analysis, method, prepared=True)
+    ))
+
+
+def _method_calls(analysis, call: cst.Call) -> list[cst.Call]:
+    """`evaluator.evaluate(...)` calls, in the same scope, on the object `evaluator = call`
+    binds."""
+    statement = analysis.statement_of(call)
+    if not (isinstance(statement, cst.Assign) and len(statement.targets) == 1 and statement.value is call):
+        return []
+    built = dotted_name(statement.targets[0].target)
+    scope = analysis.scope_of(call)
+    return [
+        c.node for c in analysis.facts.calls
+        if built and (c.func or "").startswith(f"{built}.") and c.func.count(".") == built.count(".") + 1
+        and analysis.scope_of(c.node) is scope
+    ]
 
 
 def _given(analysis, call: cst.Call) -> str:

@@ -189,7 +189,8 @@ def make_plan(
             if readers:
                 left_out.append((cand.name, f"read only by {readers}, which no Accelerator reaches: every process reads all of it"))
                 continue
-            if "." not in cand.name and _read_by(facts, cand.name, block.scope, reading_calls, parent):
+            # a twin only for calls AM914 can hand it to (not a method of a built object)
+            if "." not in cand.name and _read_by(facts, cand.name, block.scope, unthreaded_calls, parent):
                 twins[cand.name] = _free_name(facts, f"{cand.name}_whole")
         if cand.role is Role.SCHEDULER:
             value = cand.binding.element or cand.binding.value

@@ -136,6 +136,8 @@ def _unthreaded_calls(files: dict[str, FileIndex], f: FileIndex, threaded, whole
             continue
         if call.target not in whole and any(k == ACCELERATOR for k, _ in call.keywords):
             continue  # threaded by an earlier run
+        if function.collective and not function.updates:
+            continue  # it adds up across processes itself: its loader is best prepared (shared)
         if function.updates or roles & {"dataloader", "model"} or (function.is_class and function.methods):
             out.add((call.spelling, function.updates))  # a class: its methods may read what the caller hands them
     return tuple(sorted(out))

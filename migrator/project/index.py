@@ -36,6 +36,9 @@ class Function:
     # (or its author) threaded it, and the run is decided again as the first one was
     threaded_before: bool = False
     inherits: tuple[str, str] | None = None  # a class: (file, class) of a base class of another file of the project
+    # adds up across processes itself (`dist.all_reduce(correct)`): handed the whole data on
+    # every process, it would count it N times
+    collective: bool = False
 
 
 @dataclass
@@ -217,8 +220,22 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             init is None and any(_saves(n) for n in ast.walk(node)),
             _methods(node) if init is not None else (),
             shaped and ACCELERATOR in kwonly,
+            None,
+            _collective(node) or any(_collective(base) for base in _bases_here(node, tree)),
         )
     return out
+
+
+_COLLECTIVES = {"all_reduce", "all_gather", "all_gather_object", "reduce", "gather", "reduce_scatter", "broadcast"}
+
+
+def _collective(node: ast.AST) -> bool:
+    """A `torch.distributed` collective called in `node` (`dist.all_reduce(t)`)."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _COLLECTIVES
+        and "dist" in ast.unparse(n.func.value)
+        for n in ast.walk(node)
+    )
 
 
 def _methods(cls: ast.ClassDef) -> tuple[tuple[str, tuple[str, ...]], ...]:

@@ -1465,3 +1465,58 @@ def test_a_loader_read_only_by_the_method_of_an_evaluator_of_another_file_stays_
     assert "train_loader" in prepared and "valid_loader" not in prepared, after
     told = [f.message for f in results["train.py"].findings if f.code == "AM914" and "Evaluator" in f.message]
     assert told and "reads `valid_loader` unprepared" in told[0]
+
+
+def test_an_evaluator_method_handed_the_training_loader_is_told_it_reads_a_share(tmp_path) -> None:
+    """The loader is trained on too, so it is prepared; the method of the evaluator (no
+    Accelerator) reads this process's share: no unused `_whole` copy, and AM914 says so."""
+    train = TRAIN.replace("import engine\n", "import engine\nfrom evaluators import Evaluator\n").replace(
+        "        outputs, targets = engine.evaluate(valid_loader, model, device)\n",
+        "        outputs = targets = []\n        evaluator.evaluate(train_loader)\n",
+    ).replace("    for epoch in range(2):\n", "    evaluator = Evaluator(model)\n    for epoch in range(2):\n")
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "evaluators.py": EVALUATOR})
+    results = _results([root])
+    assert "_whole" not in results["train.py"].after
+    told = [f.message for f in results["train.py"].findings if f.code == "AM914" and "Evaluator" in f.message]
+    assert told and "reads `train_loader` prepared, so only this process's share" in told[0]
+    assert "reads its data whole" not in told[0]
+
+
+def test_an_evaluation_that_adds_up_across_processes_itself_gets_its_loader_prepared(tmp_path) -> None:
+    """`dist.all_reduce(correct)` in the evaluation: handed the whole data on every process,
+    it would count it N times (reader R3's probe: accuracy 0.875 for 0.4375 on 2 processes)."""
+    reducing = EVALUATOR.replace("import torch\n", "import torch\nimport torch.distributed as dist\n").replace(
+        "        return len(features)\n",
+        "        count = torch.tensor(float(len(features)))\n"
+        "        if dist.is_initialized():\n            dist.all_reduce(count)\n"
+        "        return count.item()\n",
+    )
+    assert "dist.all_reduce(count)" in reducing
+    train = TRAIN.replace("import engine\n", "import engine\nfrom evaluators import Evaluator\n").replace(
+        "        outputs, targets = engine.evaluate(valid_loader, model, device)\n",
+        "        outputs = targets = []\n        evaluator.evaluate(valid_loader)\n",
+    ).replace("    for epoch in range(2):\n", "    evaluator = Evaluator(model)\n    for epoch in range(2):\n")
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "evaluators.py": reducing})
+    after = _results([root])["train.py"].after
+    assert "valid_loader" in after.split("accelerator.prepare(")[1].split(")")[0], after
+
+
+def test_a_call_that_passes_download_false_does_not_download(tmp_path) -> None:
+    data = textwrap.dedent('''\
+        from torchvision.datasets.utils import download_url
+
+
+        class Images:
+            def __init__(self, root, download=False):
+                if download:
+                    download_url("http://example.com/x.tar", root)
+    ''')
+    train = TRAIN.replace("import engine\n", "import engine\nfrom data import Images\n").replace(
+        "    model = torch.nn.Linear(4, 1)\n", "    images = Images(\"data\", download=False)\n    model = torch.nn.Linear(4, 1)\n"
+    )
+    assert "Images(\"data\", download=False)" in train
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "data.py": data})
+    after = _results([root])["train.py"].after
+    assert "main_process_first" not in after
+    again = _results([_project(tmp_path, **{"train.py": train.replace("download=False", "download=True")})])["train.py"]
+    assert "with accelerator.main_process_first():\n        images = Images(\"data\", download=True)" in again.after
