@@ -24,7 +24,76 @@ _DEVICE_WORDS = ("device", "cuda", "gpu", "rank", "DEVICE")
 def check(pair: Pair) -> list[Problem]:
     if not pair.after.prepares:
         return []
-    return list(_removed_moves(pair)) + list(_never_placed(pair)) + list(_two_devices(pair)) + list(_flag_emptied(pair))
+    return (
+        list(_removed_moves(pair)) + list(_never_placed(pair)) + list(_two_devices(pair)) + list(_flag_emptied(pair))
+        + list(_batches_data_parallel_moved(pair))
+    )
+
+
+# Import roots of libraries (and the standard library): what they are handed is not the
+# project's code to read.
+_LIBRARIES = {
+    "torch", "torchvision", "torchaudio", "torchtext", "numpy", "scipy", "sklearn", "pandas", "PIL", "cv2",
+    "transformers", "timm", "tqdm", "matplotlib", "einops", "datasets", "accelerate", "runtime", "wandb",
+}
+
+
+def _batches_data_parallel_moved(pair: Pair) -> Iterator[Problem]:
+    """`nn.DataParallel` moved every batch onto the GPU inside the model's forward. With it
+    gone, code of another file that gets no Accelerator and is handed a loader left
+    unprepared (open-reid's `evaluator.evaluate(val_loader, ...)`, the evaluator built with
+    the model) feeds the model batches that stay on the CPU: a crash on the GPU."""
+    before, after = pair.before, pair.after
+    if not any(last(call_name(c)) == "DataParallel" for c in before.calls):
+        return
+    if any(last(call_name(c)) == "DataParallel" for c in after.calls):
+        return
+    project = _project_names(after)
+    if not project:
+        return
+    built = {a.target: a.value for a in after.assigns if isinstance(a.value, ast.Call) and call_name(a.value) in project}
+    for call in after.calls:
+        name = call_name(call)
+        owner = name.rsplit(".", 1)[0] if "." in name else ""
+        if name not in project and owner not in built and name.split(".")[0] not in project:
+            continue
+        if any(k.arg == "accelerator" for k in call.keywords):
+            continue
+        given = [dotted(a) or "" for a in [*call.args, *(k.value for k in call.keywords)]]
+        if any(word in g.lower() for g in given for word in ("device", "cuda", "gpu")):
+            continue  # handed the device: it moves the batches itself
+        loaders = [
+            dotted(a) for a in [*call.args, *(k.value for k in call.keywords)]
+            if dotted(a) and after.kind_of(dotted(a)) == "loader" and not after.is_prepared(dotted(a))
+        ]
+        if loaders:
+            yield pair.at_after(
+                CODE, call,
+                f"left as written: `nn.DataParallel` moved every batch onto the GPU inside the model's "
+                f"forward; `{name}` (another file's code, which gets no Accelerator) is handed "
+                f"`{loaders[0]}`, left unprepared, so its batches would reach the model on the CPU; move "
+                "them to `accelerator.device` there, or migrate that file with this one",
+            )
+            return
+
+
+def _project_names(program: Program) -> set[str]:
+    """Names this file imports from modules of its own project (not a library, not the
+    standard library): `Evaluator` of `from reid.evaluators import Evaluator`."""
+    import sys
+
+    out: set[str] = set()
+    for node in program.nodes:
+        if isinstance(node, ast.ImportFrom):
+            root = (node.module or "").split(".")[0]
+            if node.level or (root and root not in _LIBRARIES and root not in sys.stdlib_module_names):
+                out |= {alias.asname or alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                root = alias.name.split(".")[0]
+                if root not in _LIBRARIES and root not in sys.stdlib_module_names:
+                    out.add(alias.asname or alias.name)
+    return out
 
 
 def _flag_emptied(pair: Pair) -> Iterator[Problem]:

@@ -1520,3 +1520,20 @@ def test_a_call_that_passes_download_false_does_not_download(tmp_path) -> None:
     assert "main_process_first" not in after
     again = _results([_project(tmp_path, **{"train.py": train.replace("download=False", "download=True")})])["train.py"]
     assert "with accelerator.main_process_first():\n        images = Images(\"data\", download=True)" in again.after
+
+
+def test_batches_data_parallel_moved_for_an_evaluator_of_another_file_are_refused(tmp_path) -> None:
+    """open-reid: `nn.DataParallel(model).cuda()` moved every batch onto the GPU; the
+    evaluator of another file (no Accelerator) is handed a loader left unprepared, and feeds
+    the model its batches as they come, on the CPU: the file is left as written (AM953)."""
+    train = TRAIN.replace("import engine\n", "import engine\nfrom evaluators import Evaluator\n").replace(
+        "    model.to(device)\n", "    model = torch.nn.DataParallel(model).to(device)\n"
+    ).replace(
+        "        outputs, targets = engine.evaluate(valid_loader, model, device)\n",
+        "        outputs = targets = []\n        evaluator.evaluate(valid_loader)\n",
+    ).replace("    for epoch in range(2):\n", "    evaluator = Evaluator(model)\n    for epoch in range(2):\n")
+    assert "DataParallel(model)" in train
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "evaluators.py": EVALUATOR})
+    result = _results([root])["train.py"]
+    assert result.after in (None, train)
+    assert any(f.code == "AM953" and "`evaluator.evaluate`" in f.message for f in result.findings)
