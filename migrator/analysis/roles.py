@@ -131,7 +131,23 @@ def parameter_owners(call: cst.Call, facts: Facts | None = None) -> list[str]:
     for arg in call.args:
         if arg.keyword is None or arg.keyword.value in {"params", "param_groups"}:
             walk(arg.value, _Find())
-    return owners
+    return _forward_owners(owners, facts)
+
+
+def _forward_owners(owners: list[str], facts: Facts | None) -> list[str]:
+    """`model.backbone`, `model.classifier` (parameter groups with their own learning rates)
+    stand for `model` when the file runs `model(...)`: the module whose forward trains is
+    the one to prepare."""
+    if facts is None:
+        return owners
+    called = {c.func for c in facts.calls if c.func}
+    out: list[str] = []
+    for owner in owners:
+        parts = owner.split(".")
+        start = 2 if parts[0] == "self" else 1
+        root = next((".".join(parts[:i]) for i in range(start, len(parts)) if ".".join(parts[:i]) in called), None)
+        out.append(root or owner)
+    return list(dict.fromkeys(out))
 
 
 @dataclass(frozen=True)

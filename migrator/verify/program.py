@@ -358,7 +358,20 @@ def is_optimizer_call(call: ast.Call) -> bool:
 
 def parameter_owners(expr: ast.AST, program: Program, depth: int = 0) -> set[str]:
     """Names `m` whose `m.parameters()` / `m.named_parameters()` feed `expr`, following
-    names bound to such expressions (`params = list(model.parameters())`)."""
+    names bound to such expressions (`params = list(model.parameters())`); a submodule's
+    (`model.backbone`) stands for the module the file runs (`model(...)`)."""
+    owners = _owners(expr, program, depth)
+    called = {call_name(c) for c in program.calls}
+    out: set[str] = set()
+    for owner in owners:
+        parts = owner.split(".")
+        start = 2 if parts[0] == "self" else 1
+        root = next((".".join(parts[:i]) for i in range(start, len(parts)) if ".".join(parts[:i]) in called), None)
+        out.add(root or owner)
+    return out
+
+
+def _owners(expr: ast.AST, program: Program, depth: int = 0) -> set[str]:
     owners: set[str] = set()
     for node in ast.walk(expr):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
@@ -368,7 +381,7 @@ def parameter_owners(expr: ast.AST, program: Program, depth: int = 0) -> set[str
                     owners.add(owner)
         elif isinstance(node, ast.Name) and depth < 2:
             for value in [*program.values_of(node.id), *_appended_to(node.id, program)]:
-                owners |= parameter_owners(value, program, depth + 1)
+                owners |= _owners(value, program, depth + 1)
     return owners
 
 
