@@ -184,7 +184,8 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     calls of another file's functions that silence print off the main process
     (project/print_silencers.py: `project_print_silencers`), and its calls of the run's
     evaluation functions and classes (`project_evaluations`: a loader only those that get
-    no Accelerator read stays whole). A file
+    no Accelerator read stays whole), and of those that move tensors to a device themselves
+    (`project_placing`). A file
     that learns one is migrated knowing it: its settings, and so its cache key and task,
     are made again. The files `around` the run give facts and learn theirs (the run may
     migrate them in memory to decide), but only a function they call that an earlier run
@@ -198,7 +199,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_entered": (b"import",), "project_states": (b"state_dict",),
         "project_enters": (b"import",), "project_called": (b"import",), "project_writers": (b"open(",),
         "project_loggers": (b"Writer(",), "project_inherits": (b"class ",), "project_print_silencers": (b".print",),
-        "project_evaluations": (b"import",),
+        "project_evaluations": (b"import",), "project_placing": (b"import",),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:
@@ -219,6 +220,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_called": project.called_elsewhere, "project_writers": project.writer_calls,
         "project_loggers": project.logger_calls, "project_inherits": project.inheriting_calls,
         "project_print_silencers": project.print_silencer_calls, "project_evaluations": project.evaluation_calls,
+        "project_placing": project.placing_calls,
     }
     # who calls a file's functions counts only for callers that run under the launcher: a
     # file the run only reads may be a tool of its own (a search script starting runs)

@@ -271,7 +271,7 @@ def migrate_verified(
     verify(outcome.code, path)
     from migrator.verify import verify as verify_migration  # pyflakes loads only when needed
 
-    problems = verify_migration(source, outcome.code, frozenset(config.project_entered))
+    problems = verify_migration(source, outcome.code, frozenset(config.project_entered), frozenset(config.project_placing))
     unsafe = any(f.code in _UNSAFE_TO_WRITE for f in outcome.findings)
     if not unsafe and not any(p.blocking for p in problems):
         notes = tuple(_refusal(path, p) for p in problems)  # at the original's lines, like fixed findings

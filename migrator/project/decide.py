@@ -143,6 +143,37 @@ def _unthreaded_calls(files: dict[str, FileIndex], f: FileIndex, threaded, whole
     return tuple(sorted(out))
 
 
+def placing_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
+    """For each file, its calls of the run's functions and classes that move tensors onto a
+    device themselves (`.to(...)`, `.cuda()` in their body, a class's methods, or a function of
+    their file they call), as Config.project_placing takes them: batches they are handed need
+    no prepared loader to reach the model's device (clovaai's `validation` moves its own)."""
+    placing: set[tuple[str, str]] = set()
+    for path in {c.target[0] for f in files.values() for c in f.calls if c.target[0] != f.path}:
+        try:
+            tree = ast.parse(sources.get(path, b""))
+        except (SyntaxError, ValueError):
+            continue
+        defined = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        for name, node in defined.items():
+            called = {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+            if any(_moves(defined[n]) for n in {name} | (called & set(defined))):
+                placing.add((path, name))
+    out = {}
+    for path, f in files.items():
+        found = {c.spelling for c in f.calls if c.target in placing and c.target[0] != path}
+        if found:
+            out[path] = tuple(sorted(found))
+    return out
+
+
+def _moves(node: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("to", "cuda")
+        for n in ast.walk(node)
+    )
+
+
 def evaluation_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
     """For each file, its calls of the run's functions and classes that read what they are
     handed without training on it (no backward, no step), as Config.project_evaluations

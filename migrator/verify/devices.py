@@ -59,12 +59,13 @@ def _batches_data_parallel_moved(pair: Pair) -> Iterator[Problem]:
             continue
         if any(k.arg == "accelerator" for k in call.keywords):
             continue
-        given = [dotted(a) or "" for a in [*call.args, *(k.value for k in call.keywords)]]
-        if any(word in g.lower() for g in given for word in ("device", "cuda", "gpu")):
-            continue  # handed the device: it moves the batches itself
+        maker = call_name(built[owner]) if owner in built else name
+        if name in pair.placing or maker in pair.placing:
+            continue  # that code moves its tensors to a device itself
         loaders = [
             dotted(a) for a in [*call.args, *(k.value for k in call.keywords)]
-            if dotted(a) and after.kind_of(dotted(a)) == "loader" and not after.is_prepared(dotted(a))
+            if dotted(a) and (after.is_loader(dotted(a)) or "loader" in last(dotted(a)).lower())
+            and not after.is_prepared(dotted(a))
         ]
         if loaders:
             yield pair.at_after(

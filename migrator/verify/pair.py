@@ -31,13 +31,18 @@ class Pair:
     # top-level names of this file that other files of the run call once per process
     # (project/entries.py): a set-up created in them runs where those callers run
     called_elsewhere: frozenset[str] = frozenset()
+    # calls of the run's code that moves tensors to a device itself (project/decide.py)
+    placing: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, before_text: str, after_text: str, called_elsewhere: frozenset[str] = frozenset()) -> "Pair | None":
+    def of(
+        cls, before_text: str, after_text: str, called_elsewhere: frozenset[str] = frozenset(),
+        placing: frozenset[str] = frozenset(),
+    ) -> "Pair | None":
         before, after = Program.parse(before_text), Program.parse(after_text)
         if before is None or after is None:
             return None
-        return cls(before_text, after_text, before, after, called_elsewhere)
+        return cls(before_text, after_text, before, after, called_elsewhere, placing)
 
     @functools.cached_property
     def _after_to_before(self) -> list[tuple[int, bool]]:

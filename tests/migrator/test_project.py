@@ -1537,3 +1537,22 @@ def test_batches_data_parallel_moved_for_an_evaluator_of_another_file_are_refuse
     result = _results([root])["train.py"]
     assert result.after in (None, train)
     assert any(f.code == "AM953" and "`evaluator.evaluate`" in f.message for f in result.findings)
+
+
+def test_an_evaluator_that_moves_its_batches_itself_is_not_refused_for_them(tmp_path) -> None:
+    """clovaai's `validation` moves each batch `.to(device)` itself: the batches DataParallel
+    moved before reach the model's device without a prepared loader."""
+    placing = EVALUATOR.replace(
+        "                features[index] = self.model(x)\n",
+        "                features[index] = self.model(x.to(next(self.model.parameters()).device))\n",
+    )
+    assert ".to(next(" in placing
+    train = TRAIN.replace("import engine\n", "import engine\nfrom evaluators import Evaluator\n").replace(
+        "    model.to(device)\n", "    model = torch.nn.DataParallel(model).to(device)\n"
+    ).replace(
+        "        outputs, targets = engine.evaluate(valid_loader, model, device)\n",
+        "        outputs = targets = []\n        evaluator.evaluate(valid_loader)\n",
+    ).replace("    for epoch in range(2):\n", "    evaluator = Evaluator(model)\n    for epoch in range(2):\n")
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "evaluators.py": placing})
+    result = _results([root])["train.py"]
+    assert not any(f.code == "AM953" for f in result.findings)
