@@ -30,6 +30,8 @@ _WRITERS = {
 # unwrapped one (DistributedDataParallel's forward would wait for the other processes)
 _MODEL_ARGUMENT = {"torch.onnx.export": (0, "model")}
 _OPENERS = {"open", "builtins.open", "io.open"}
+# PIL images written with `.save(path)`: made by these
+_PIL_MAKERS = ("PIL.Image.fromarray", "PIL.Image.open", "PIL.Image.new")
 
 
 _SAME_FILE = "N processes write the same file at once"
@@ -89,11 +91,12 @@ class FileWrittenOnEveryProcess(Rule):
     block with a collective or with results used later, a file read back where no place
     right after the write is reached by every process (a write under an `if`), and code
     before the Accelerator exists. A writer in a function this file never calls is not reported: its callers
-    decide which processes run it. Paths built from the rank, and temporary
+    decide which processes run it. A PIL image made in the same function
+    (`Image.fromarray(a).save(path)`) is a writer too. Paths built from the rank, and temporary
     directories, are per-process files and are left alone. A path drawn at random
     (`runs/<random.randint(...)>` with no seed set alike before it) is reported for what it
     does: each process writes its own copy in a place of its own. Writers this rule does not
-    know (`PIL.Image.save`, `DataFrame.to_csv`) are not reported.
+    know (`DataFrame.to_csv`, an image object made elsewhere) are not reported.
     """
 
     code = "AM517"
@@ -178,7 +181,28 @@ class FileWrittenOnEveryProcess(Rule):
             if not isinstance(with_, cst.With):
                 return call, path, None, "open()"
             return call, path, with_ if len(with_.items) == 1 else None, "open()"
+        if self._pil_image_save(call):
+            path = _argument(call, 0, "fp")
+            return (call, path, self._own_line(call), "Image.save()") if path is not None else None
         return None
+
+    def _pil_image_save(self, call: cst.Call) -> bool:
+        """`Image.fromarray(a).save(path)`, or `.save(path)` on a name bound to a PIL image
+        made in the same scope (`img = Image.open(p)`)."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "save"):
+            return False
+        analysis = self.analysis
+        values = [func.value]
+        if isinstance(func.value, cst.Name):
+            scope = analysis.scope_of(call)
+            values = [
+                b.value for b in analysis.facts.bindings
+                if b.name == func.value.value and b.value is not None and analysis.scope_of(b.statement) is scope
+            ]
+        return bool(values) and all(
+            isinstance(v, cst.Call) and (analysis.imports.qualify(v.func) or "").startswith(_PIL_MAKERS) for v in values
+        )
 
     def _helper_write(self, fact, helpers: dict[str, int]):
         """A call of another file's helper that only writes a file (project/writers.py):

@@ -44,3 +44,14 @@ def test_a_name_made_up_with_uuid_is_not_told_to_seed() -> None:
     result = migrate_source(script.encode(), "train.py", Config())
     (told,) = [f.message for f in result.findings if f.code == "AM517"]
     assert "`uuid.uuid4()`, a different draw" in told and "seed" not in told
+
+
+def test_pil_images_saved_in_a_loop_are_written_on_the_main_process() -> None:
+    """DeepLab's validate(): `Image.fromarray(a).save(path)` beside `plt.savefig(...)`; with a
+    per-process counter in the names, every process would write over the others' files."""
+    script = SCRIPT.format(seed="from PIL import Image\n").replace(
+        "shutil.copy(\"config.yml\", logdir)\n",
+        "for k in range(2):\n    Image.fromarray(x.numpy()).save(\"results/%d_image.png\" % k)\n",
+    )
+    result = migrate_source(script.encode(), "train.py", Config())
+    assert "    if accelerator.is_main_process:\n        Image.fromarray(x.numpy()).save(" in result.after, result.after
