@@ -7,16 +7,12 @@ import re
 import libcst as cst
 
 from migrator.analysis import Role, dotted_name
+from migrator.analysis.names import LIBRARY_ROOTS
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
 # Roots of imports that are libraries, not the project's own modules.
-_LIBRARIES = frozenset({
-    "torch", "torchvision", "torchaudio", "torchtext", "transformers", "datasets", "evaluate",
-    "accelerate", "runtime", "numpy", "np", "sklearn", "scipy", "pandas", "tqdm", "timm",
-    "lightning", "pytorch_lightning", "matplotlib", "wandb", "tensorboard", "os", "sys",
-    "math", "random", "time", "json", "logging", "functools", "itertools", "copy", "diffusers",
-})
+_LIBRARIES = LIBRARY_ROOTS | {"evaluate"}  # Hugging Face's evaluate: told apart by its API below
 # Library names a project's own module often takes (`evaluate.py` beside train.py): what
 # the library exports, so `from evaluate import evaluate` is known for the project's.
 _LIBRARY_API = {"evaluate": frozenset({"load", "combine", "evaluator", "list_evaluation_modules", "save", "push_to_hub"})}

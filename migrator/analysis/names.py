@@ -11,6 +11,17 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 
+# Import roots of libraries (and common standard modules): code under them is not the
+# project's own to read or to migrate.
+LIBRARY_ROOTS = frozenset({
+    "torch", "torchvision", "torchaudio", "torchtext", "transformers", "datasets",
+    "accelerate", "runtime", "numpy", "np", "sklearn", "scipy", "pandas", "tqdm", "timm",
+    "lightning", "pytorch_lightning", "matplotlib", "wandb", "tensorboard", "os", "sys",
+    "math", "random", "time", "json", "logging", "functools", "itertools", "copy", "diffusers",
+    "PIL", "cv2", "einops",
+})
+
+
 def dotted_name(node: cst.CSTNode) -> str | None:
     """`a.b.c` for a chain of Names and Attributes, None for anything else."""
     parts: list[str] = []

@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from typing import Iterator
 
+from migrator.analysis.names import LIBRARY_ROOTS
 from migrator.verify.pair import Pair, Problem
 from migrator.verify.program import Program, call_name, dotted, fed_prepared, last
 
@@ -30,12 +31,6 @@ def check(pair: Pair) -> list[Problem]:
     )
 
 
-# Import roots of libraries (and the standard library): what they are handed is not the
-# project's code to read.
-_LIBRARIES = {
-    "torch", "torchvision", "torchaudio", "torchtext", "numpy", "scipy", "sklearn", "pandas", "PIL", "cv2",
-    "transformers", "timm", "tqdm", "matplotlib", "einops", "datasets", "accelerate", "runtime", "wandb",
-}
 
 
 def _batches_data_parallel_moved(pair: Pair) -> Iterator[Problem]:
@@ -87,12 +82,12 @@ def _project_names(program: Program) -> set[str]:
     for node in program.nodes:
         if isinstance(node, ast.ImportFrom):
             root = (node.module or "").split(".")[0]
-            if node.level or (root and root not in _LIBRARIES and root not in sys.stdlib_module_names):
+            if node.level or (root and root not in LIBRARY_ROOTS and root not in sys.stdlib_module_names):
                 out |= {alias.asname or alias.name for alias in node.names}
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 root = alias.name.split(".")[0]
-                if root not in _LIBRARIES and root not in sys.stdlib_module_names:
+                if root not in LIBRARY_ROOTS and root not in sys.stdlib_module_names:
                     out.add(alias.asname or alias.name)
     return out
 
