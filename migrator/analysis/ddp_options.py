@@ -8,7 +8,9 @@ Two sources, read once per pass:
   with a pooler (`transformers.BertModel.from_pretrained(...)` held as `self.bert`) whose
   pooled output `forward` throws away (`o1, _ = self.bert(...)`, `self.bert(...)[0]`,
   `.last_hidden_state`). DDP then waits at the second step for the pooler's gradients,
-  so the wrap needs `find_unused_parameters=True` (`UnusedPooler`, reported by AM221).
+  so the wrap needs `find_unused_parameters=True` (`UnusedPooler`, reported by AM221);
+- a torchvision classifier held as a backbone whose head is never run (`UnusedHead`,
+  analysis/unused_heads.py, reported by AM226).
 
 The result is one `kwargs_handlers=[DistributedDataParallelKwargs(...)]` option, which
 AM001 writes into the Accelerator it creates. Nothing here edits the tree.
@@ -23,6 +25,7 @@ import libcst as cst
 
 from migrator.analysis.collect import Facts
 from migrator.analysis.names import dotted_name
+from migrator.analysis.unused_heads import UnusedHead, unused_heads
 
 Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 
@@ -63,6 +66,7 @@ class UnusedPooler:
 class DdpOptions:
     carried: tuple[tuple[str, str], ...]  # (keyword, code) for DistributedDataParallelKwargs
     poolers: tuple[UnusedPooler, ...]
+    heads: tuple[UnusedHead, ...] = ()
 
     @property
     def handler_code(self) -> str | None:
@@ -93,13 +97,15 @@ def ddp_options(
     facts: Facts, parent: Parent, models: Mapping[str, str] | None = None, training_scope: cst.CSTNode | None = None
 ) -> DdpOptions:
     """`models`: calls of model classes of other files of the run (`model.EntityModel`)
-    that hold an unused pooler, each with `attribute family where` (migrator/project/);
+    that hold an unused pooler or head, each described as project/unused.py writes it;
     `training_scope`: where the Accelerator is created (see _wrap_options)."""
     carried = dict(_wrap_options(facts, training_scope))
-    poolers = tuple(unused_poolers(facts, parent)) + tuple(_built_here(facts, models or {}))
-    if poolers:
+    elsewhere = _built_here(facts, models or {})
+    poolers = tuple(unused_poolers(facts, parent)) + tuple(p for p in elsewhere if isinstance(p, UnusedPooler))
+    heads = tuple(unused_heads(facts, parent)) + tuple(h for h in elsewhere if isinstance(h, UnusedHead))
+    if poolers or heads:
         carried["find_unused_parameters"] = "True"
-    return DdpOptions(tuple(carried.items()), poolers)
+    return DdpOptions(tuple(carried.items()), poolers, heads)
 
 
 def _wrap_options(facts: Facts, training_scope: cst.CSTNode | None) -> dict[str, str]:
@@ -131,12 +137,25 @@ def _wrap_options(facts: Facts, training_scope: cst.CSTNode | None) -> dict[str,
     return out
 
 
-def _built_here(facts: Facts, models: Mapping[str, str]) -> list[UnusedPooler]:
-    out = []
+def describe(unused: UnusedPooler | UnusedHead, where: str) -> str:
+    """How Config.project_unused carries an unused part of another file's model class."""
+    if isinstance(unused, UnusedHead):
+        return f"head {unused.attribute} {unused.family} {unused.head} {unused.where} in {where}"
+    return f"pooler {unused.attribute} {unused.family} {unused.where} in {where}"
+
+
+def _built_here(facts: Facts, models: Mapping[str, str]) -> list[UnusedPooler | UnusedHead]:
+    out: list[UnusedPooler | UnusedHead] = []
     for c in facts.calls:
         described = models.get(c.func or "")
-        if described is not None:
-            attribute, family, where = described.split(" ", 2)
+        if described is None:
+            continue
+        kind, rest = described.split(" ", 1)
+        if kind == "head":
+            attribute, family, head, where = rest.split(" ", 3)
+            out.append(UnusedHead(attribute, family, head, c.node, where))
+        else:
+            attribute, family, where = rest.split(" ", 2)
             out.append(UnusedPooler(attribute, family, c.node, where))
     return out
 
