@@ -93,5 +93,5 @@ class EncoderPoolerUnused(Rule):
             self.report(pooler.built, attribute=pooler.attribute, where=pooler.where, family=family, action=action)
 
 
-_WRITTEN = "the Accelerator gets"
+_WRITTEN = "the Accelerator needs"
 _BY_HAND = "give the script's Accelerator"

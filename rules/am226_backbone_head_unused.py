@@ -94,5 +94,5 @@ class BackboneHeadUnused(Rule):
             )
 
 
-_WRITTEN = "the Accelerator gets"
+_WRITTEN = "the Accelerator needs"
 _BY_HAND = "give the script's Accelerator"

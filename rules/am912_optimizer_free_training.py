@@ -6,6 +6,7 @@ import libcst as cst
 
 from migrator.analysis import Role, dotted_name
 from migrator.analysis.manual_update import hand_updated_models
+from migrator.analysis.roles import optimizer_containers
 from migrator.analysis.unreached import in_unreached_function, unreached_functions
 from migrator.rule import Example, Rule
 
@@ -22,6 +23,10 @@ class OptimizerFreeTraining(Rule):
     nothing splits the data between processes. When the migrator could not set the script
     up (no hand-written update it recognises), it reports the first backward and every
     `clip_grad_norm_`/`clip_grad_value_` instead, and the script stays as it is.
+    A script whose torch.optim optimizers are all kept in a container
+    (`self.optims[net] = torch.optim.Adam(...)`, a dict or list of them, stepped through
+    `for optim in self.optims.values()`) is left as it is too, and the note names the
+    container: the migration prepares objects bound to names, not the entries of a dict.
 
     ## Why is this bad?
     The migration is built around the optimizer: where it is made is where training is
@@ -66,7 +71,7 @@ class OptimizerFreeTraining(Rule):
 
     code = "AM912"
     name = "optimizer-free-training"
-    message = "`{call}` trains without a torch.optim optimizer{rest}"
+    message = "`{call}` trains {how}{rest}"
     examples = (
         Example(
             before=(
@@ -74,6 +79,16 @@ class OptimizerFreeTraining(Rule):
                 "for p in model.parameters():\n    p.data.add_(p.grad, alpha=-0.1)\n"
             ),
             at=("5:1",),
+        ),
+        Example(
+            before=(
+                "import torch\n\nnets = {'g': torch.nn.Linear(2, 2), 'd': torch.nn.Linear(2, 1)}\noptims = {}\n"
+                "for name in nets:\n    optims[name] = torch.optim.Adam(nets[name].parameters())\n"
+                "for step in range(3):\n    for optim in optims.values():\n        optim.zero_grad()\n"
+                "    loss = nets['d'](nets['g'](torch.zeros(1, 2))).sum()\n    loss.backward()\n"
+                "    for optim in optims.values():\n        optim.step()\n"
+            ),
+            at=("11:5",),
         ),
     )
 
@@ -86,6 +101,9 @@ class OptimizerFreeTraining(Rule):
             return
         reported_backward = False
         unreached = {id(u.function) for u in unreached_functions(analysis)}
+        held = optimizer_containers(analysis.facts, analysis.parent)
+        if held:
+            return self._note_held_optimizers(held, unreached)
         model = _updated_model(analysis)
         data = "" if analysis.roles.names(Role.DATALOADER) else (
             "; with no DataLoader, every process trains on all the data unless you split it by `accelerator.process_index`"
@@ -99,11 +117,35 @@ class OptimizerFreeTraining(Rule):
                 if reported_backward or (analysis.imports.qualify(func.value) or "").startswith("torch"):
                     continue
                 loss = receiver if len(receiver) < 30 else "loss"
-                self.report(c.node, call=f"{loss}.backward()", rest=_by_hand(model, f"accelerator.backward({loss})", data))
+                self.report(c.node, call=f"{loss}.backward()", how=_NONE, rest=_by_hand(model, f"accelerator.backward({loss})", data))
                 reported_backward = True
             elif (c.qualified or "").startswith("torch.nn.utils") and (c.qualified or "").rsplit(".", 1)[-1] in _CLIPS:
                 clip = (c.qualified or "").rsplit(".", 1)[-1]
-                self.report(c.node, call=f"{clip}(...)", rest=_by_hand(model, f"accelerator.{_CLIPS[clip]}(...)", ""))
+                self.report(c.node, call=f"{clip}(...)", how=_NONE, rest=_by_hand(model, f"accelerator.{_CLIPS[clip]}(...)", ""))
+
+    def _note_held_optimizers(self, held: list[str], unreached: set[int]) -> None:
+        """The optimizers are built, but kept in a container (`self.optims[net] = Adam(...)`):
+        said once, at the first backward, with what to prepare by hand."""
+        analysis = self.analysis
+        for c in analysis.facts.calls:
+            func = c.node.func
+            if in_unreached_function(analysis, c.node, unreached):
+                continue
+            if isinstance(func, cst.Attribute) and func.attr.value == "backward" and not c.node.args:
+                receiver = cst.Module([]).code_for_node(func.value).strip()
+                if (analysis.imports.qualify(func.value) or "").startswith("torch"):
+                    continue
+                names = ", ".join(f"`{n}`" for n in held)
+                self.report(
+                    c.node, call=f"{receiver if len(receiver) < 30 else 'loss'}.backward()",
+                    how=f"with optimizers kept in {names}",
+                    rest=(
+                        ", which the migration does not take apart, so the script is left single-process: prepare "
+                        "each model with its optimizer (`net, opt = accelerator.prepare(net, opt)`) and put the "
+                        f"prepared ones back, then use `accelerator.backward(...)`"
+                    ),
+                )
+                return
 
 
     def _note_unsplit_data(self) -> None:
@@ -123,8 +165,11 @@ class OptimizerFreeTraining(Rule):
                     "data, each trains on all of it (correct, but no faster): split it by "
                     "`accelerator.process_index`, or serve it from a DataLoader"
                 )
-                self.report(c.node, call=f"{receiver if len(receiver) < 30 else 'loss'}.backward()", rest=rest)
+                self.report(c.node, call=f"{receiver if len(receiver) < 30 else 'loss'}.backward()", how=_NONE, rest=rest)
                 return
+
+
+_NONE = "without a torch.optim optimizer"
 
 
 def _by_hand(model: str, instead: str, data: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 import libcst as cst
 
@@ -270,7 +271,7 @@ def _roles_by_use(facts: Facts, roles: dict[str, Role], backward_loops: set[int]
         if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "zero_grad"
     }
     for name in zero_grad:
-        if name and name not in roles and not name.endswith(("model", "net")):
+        if name and name not in roles and not name.endswith(("model", "net")) and not _drawn_from_collection(facts, name):
             roles[name] = Role.OPTIMIZER
     for loop in facts.loops:
         if loop.iter_name and loop.iter_name not in roles and id(loop.node) in backward_loops:
@@ -282,6 +283,36 @@ def _roles_by_use(facts: Facts, roles: dict[str, Role], backward_loops: set[int]
         if name and name not in roles and re.search(r"(loader|_dl$|^dl_|^dl$)", name):
             roles[name] = Role.DATALOADER
     _roles_through_calls(facts, roles)
+
+
+def _drawn_from_collection(facts: Facts, name: str) -> bool:
+    """`for optim in self.optims.values(): optim.zero_grad()`: a name bound only as the
+    target of loops is one element of a collection at a time, not an object the set-up
+    builds (and could prepare)."""
+    bindings = [b for b in facts.bindings if b.name == name]
+    return bool(bindings) and all(isinstance(b.statement, cst.For) and b.value is None for b in bindings)
+
+
+def optimizer_containers(facts: Facts, parent: Callable[[cst.CSTNode], cst.CSTNode | None]) -> list[str]:
+    """Containers that hold the optimizers a script builds: `self.optims[net] = torch.optim.Adam(...)`,
+    `optimizers = {"g": Adam(...), "d": Adam(...)}`, `[SGD(...) for m in models]`. The
+    migration prepares named objects only; these are the user's to prepare one by one."""
+    out: list[str] = []
+    for c in facts.calls:
+        if role_of_value(c.node, facts.imports, set()) is not Role.OPTIMIZER:
+            continue
+        node: cst.CSTNode | None = c.node
+        up = parent(node)
+        while isinstance(up, (cst.DictElement, cst.Element, cst.Dict, cst.List, cst.Tuple, cst.DictComp, cst.ListComp)):
+            node, up = up, parent(up)
+        if isinstance(up, cst.Assign) and node is not c.node:
+            names = [dotted_name(t.target) for t in up.targets]
+        elif isinstance(up, cst.Assign):
+            names = [dotted_name(t.target.value) for t in up.targets if isinstance(t.target, cst.Subscript)]
+        else:
+            names = []
+        out += [n for n in names if n and n not in out]
+    return out
 
 
 def _returned_loader(facts: Facts, value: cst.BaseExpression | None) -> Role | None:

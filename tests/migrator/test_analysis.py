@@ -84,6 +84,27 @@ def test_roles_by_use() -> None:
     assert analysis.roles.of("train_data") is Role.DATALOADER
 
 
+def test_optimizers_kept_in_a_container_are_not_named_objects() -> None:
+    analysis = _analyze(
+        """
+        import torch
+        nets = build_nets()
+        optims = {}
+        for name in nets:
+            optims[name] = torch.optim.Adam(nets[name].parameters())
+        both = [torch.optim.SGD(nets[0].parameters()), torch.optim.SGD(nets[1].parameters())]
+        for step in range(3):
+            for optim in optims.values():
+                optim.zero_grad()
+        """
+    )
+    # `optim` is one entry at a time: preparing it would prepare nothing the set-up keeps
+    assert analysis.roles.of("optim") is None
+    from migrator.analysis.roles import optimizer_containers
+
+    assert optimizer_containers(analysis.facts, analysis.parent) == ["optims", "both"]
+
+
 def test_the_model_of_an_optimizer_known_by_its_use() -> None:
     """semseg: the optimizer's class comes from a factory, so only `optimizer.step()`
     says it is one; the model whose parameters it takes is a model all the same (its
