@@ -35,13 +35,13 @@ def launch(
     script: str = typer.Argument(..., help="The training script.", metavar="SCRIPT"),
     script_args: Optional[List[str]] = typer.Argument(None, help="Arguments for the script.", metavar="ARGS..."),
     nproc_per_node: Optional[int] = typer.Option(
-        None, "--nproc-per-node", help="Processes on this machine (default: number of GPUs, else 1)."
+        None, "--nproc-per-node", "--nproc_per_node", help="Processes on this machine (default: number of GPUs, else 1)."
     ),
     nnodes: Optional[int] = typer.Option(None, "--nnodes", help="Number of machines (default 1)."),
-    node_rank: int = typer.Option(0, "--node-rank", help="This machine's index, 0..nnodes-1."),
-    master_addr: str = typer.Option("127.0.0.1", "--master-addr", help="Address of machine 0."),
+    node_rank: int = typer.Option(0, "--node-rank", "--node_rank", help="This machine's index, 0..nnodes-1."),
+    master_addr: str = typer.Option("127.0.0.1", "--master-addr", "--master_addr", help="Address of machine 0."),
     master_port: Optional[int] = typer.Option(
-        None, "--master-port", help="Port on machine 0 (default: a free port on one machine, 29500 on several)."
+        None, "--master-port", "--master_port", help="Port on machine 0 (default: a free port on one machine, 29500 on several)."
     ),
     mixed_precision: Optional[str] = typer.Option(
         None, "--mixed-precision", help=f"One of {', '.join(MIXED_PRECISION_CHOICES)}; the script's own choice wins."

@@ -45,6 +45,10 @@ def test_pyproject_defaults_launch_and_flags_win(tmp_path):
     flags = ["--nproc-per-node", "1", "--mixed-precision", "no", "--no-fsdp"]
     result = run([*launcher(), *flags, script], cwd=tmp_path, timeout=120).check()
     assert _reports(result.output) == ["1 ACCEL_MIXED_PRECISION=no ACCEL_USE_FSDP=- ACCEL_FSDP_WRAP_CLASSES=- OMP_NUM_THREADS=1"]
+    # torchrun's spellings, as users type them from habit
+    flags = ["--nproc_per_node", "1", "--master_addr", "127.0.0.1", "--node_rank", "0", "--mixed-precision", "no"]
+    result = run([*launcher(), *flags, script], cwd=tmp_path, timeout=120).check()
+    assert _reports(result.output) == ["1 ACCEL_MIXED_PRECISION=no ACCEL_USE_FSDP=1 ACCEL_FSDP_WRAP_CLASSES=Block,Head OMP_NUM_THREADS=1"]
 
 
 def test_a_bad_pyproject_table_is_one_line_naming_the_file(tmp_path):
