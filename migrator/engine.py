@@ -296,13 +296,15 @@ def _lint(module: cst.Module, path: str, config: Config, rules: Sequence[type[Ru
 
 
 # Findings of the rules that make any migration of the file wrong: it is not written.
-_UNSAFE_TO_WRITE = {"AM915", "AM224"}
+_UNSAFE_TO_WRITE = {"AM915", "AM224", "AM227"}
 
 
 def _unsafe_to_write(lint: EngineOutcome) -> list:
     """A migration whose backward would run a number of times each process decides (AM915)
     hangs on N processes; one whose step computes its loss with the module's own forward
-    (AM224) trains unsynchronised copies. Neither is written: one reason per finding."""
+    (AM224) trains unsynchronised copies; one that splits its data at random per process
+    (AM227) validates on another process's training data. None is written: one reason per
+    finding."""
     from migrator.verify.pair import Problem
 
     reasons = {
@@ -317,6 +319,12 @@ def _unsafe_to_write(lint: EngineOutcome) -> list:
             "left as written: the training step computes its loss with the module's own forward, which "
             "the prepared (DDP) wrapper never sees, so N processes would train N unsynchronised copies "
             "(AM224 shows the call); call the prepared module from outside, then migrate",
+        ),
+        "AM227": (
+            "AM958",
+            "left as written: each process would draw its own train/validation split, so one process's "
+            "validation samples would be another's training samples (AM227 shows the split); seed the split "
+            "alike on every process, then migrate",
         ),
     }
     return [

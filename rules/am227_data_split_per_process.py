@@ -1,0 +1,111 @@
+"""AM227: a train/validation split drawn at random, differently on every process."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.analysis import dotted_name
+from migrator.rule import Example, Rule
+
+# The split functions, and the seeds that make their draws alike on every process
+# (the generator each one draws from when it is given none of its own).
+_SPLITS = {
+    "torch.utils.data.random_split": ("generator", 2, {"torch.manual_seed", "torch.random.manual_seed"}),
+    "torch.utils.data.dataset.random_split": ("generator", 2, {"torch.manual_seed", "torch.random.manual_seed"}),
+    "sklearn.model_selection.train_test_split": ("random_state", None, {"numpy.random.seed"}),
+}
+# Seeding helpers that seed torch, NumPy and `random` at once.
+_SEED_ALL = {"accelerate.utils.set_seed", "accelerate.set_seed", "runtime.set_seed", "runtime.rng.set_seed",
+             "transformers.set_seed", "pytorch_lightning.seed_everything", "lightning.seed_everything"}
+
+
+class DataSplitPerProcess(Rule):
+    """## What it does
+    Reports a data set split at random with no seed of its own in a script that trains
+    under the Accelerator (or that the migration gives one): `random_split(data, [n_train,
+    n_val])` without `generator=`, `train_test_split(...)` without `random_state=`, where
+    no `torch.manual_seed(...)` (for `random_split`) or `np.random.seed(...)` (for
+    `train_test_split`), the same on every process, comes first. The migration of such a
+    script is not written (AM958 says why); nothing is changed.
+
+    ## Why is this bad?
+    Under `accel-launch` every process runs the script and draws its own split: a sample
+    one process holds out for validation is a training sample on another, so the
+    validation metrics gathered over the processes score data the model trained on, and
+    the prepared loader shards N different training sets. On one process nothing shows.
+
+    ## Example
+    ```python
+    train_set, val_set = random_split(dataset, [n_train, n_val])
+    ```
+
+    Use instead: the same split on every process
+    ```python
+    train_set, val_set = random_split(dataset, [n_train, n_val], generator=torch.Generator().manual_seed(0))
+    ```
+    (or `torch.manual_seed(args.seed)` before it; for scikit-learn, `random_state=0`).
+
+    ## Known limits
+    Splits written by hand (`np.random.permutation` of indices, `torch.randperm`) are
+    not recognised. A seed in another function is not counted (it may run later); a seed
+    that adds the rank makes the draws differ and does not count either.
+    """
+
+    code = "AM227"
+    name = "data-split-per-process"
+    message = (
+        "`{call}` splits the data at random without a seed, differently on every process: one process's validation "
+        "samples are another's training samples; pass `{keyword}` (or seed {seeded} alike on every process first)"
+    )
+    examples = (
+        Example(
+            before=(
+                "import torch\nfrom torch.utils.data import DataLoader, TensorDataset, random_split\n\n"
+                "data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))\n"
+                "train_set, val_set = random_split(data, [48, 16])\n"
+                "loader = DataLoader(train_set, batch_size=8, shuffle=True)\n"
+                "model = torch.nn.Linear(4, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                "for x, y in loader:\n    optimizer.zero_grad()\n    ((model(x) - y) ** 2).mean().backward()\n"
+                "    optimizer.step()\n"
+            ),
+            at=("5:22",),
+        ),
+    )
+
+    def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        if not (analysis.migrating or analysis.has_accelerator):
+            return
+        for c in analysis.facts.calls:
+            spec = _SPLITS.get(c.qualified or "")
+            if spec is None:
+                continue
+            keyword, position, seeds = spec
+            if _given(c.node, keyword, position) or self._seeded_before(c, seeds | _SEED_ALL):
+                continue
+            shown = f"{dotted_name(c.node.func) or c.qualified}(...)"
+            suggestion = "generator=torch.Generator().manual_seed(0)" if keyword == "generator" else "random_state=0"
+            seeded = "torch" if keyword == "generator" else "NumPy"
+            self.report(c.node, call=shown, keyword=suggestion, seeded=seeded)
+
+    def _seeded_before(self, split, seeds: set[str]) -> bool:
+        """A seed above the split in its own scope, or at module level, not per process."""
+        analysis = self.analysis
+        for c in analysis.facts.calls:
+            if (c.qualified or "") not in seeds or analysis.order(c.node) > analysis.order(split.node):
+                continue
+            if c.scope is split.scope or c.scope is analysis.module:
+                text = cst.Module([]).code_for_node(c.node).lower()
+                if not any(word in text for word in ("rank", "process_index")):
+                    return True
+        return False
+
+
+def _given(call: cst.Call, keyword: str, position: int | None) -> bool:
+    """The split's own seed is passed (and is not None)."""
+    for i, arg in enumerate(call.args):
+        named = arg.keyword is not None and arg.keyword.value == keyword
+        placed = arg.keyword is None and not arg.star and position is not None and i == position
+        if named or placed:
+            return not (isinstance(arg.value, cst.Name) and arg.value.value == "None")
+    return False
