@@ -253,7 +253,8 @@ def _copied_later(facts: Facts, roles, name: str, scope, order: int, prepared: s
             continue
         if facts.imports.qualify(value.func) in WRAPPERS:
             continue  # a hand-made DDP wrap: it goes, and prepare() places the model
-        if facts.order.get(b.statement, -1) <= order or roles.of(b.name) is not Role.MODEL:
+        copied = facts.imports.qualify(value.func) == "copy.deepcopy"  # a copy of a model is one, whatever it is named
+        if facts.order.get(b.statement, -1) <= order or not (copied or roles.of(b.name) is Role.MODEL):
             continue
         first = value.args[0]
         if first.keyword is None and dotted_name(peel_moves(first.value)) == name:

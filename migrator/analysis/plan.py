@@ -18,7 +18,7 @@ from migrator.analysis.loop import Block
 from migrator.analysis.manual_update import hand_updated_models
 from migrator.analysis.names import dotted_name
 from migrator.analysis.paths import binds_on_every_path, exits
-from migrator.analysis.roles import Role, RoleTable, parameter_owners
+from migrator.analysis.roles import Role, RoleTable, parameter_owners, peel_moves
 from migrator.analysis.walk import walk
 
 _ROLE_ORDER = (Role.MODEL, Role.OPTIMIZER, Role.DATALOADER, Role.SCHEDULER)
@@ -157,6 +157,7 @@ def make_plan(
     loop_iters = {id(l.node): l.iter_name for l in facts.loops}
     owners = {o for b in facts.bindings if roles.of(b.name) is Role.OPTIMIZER and isinstance(b.value, cst.Call) for o in parameter_owners(b.value, facts)}
     owners |= _handed_models(facts, roles)
+    owners |= _built_together(facts, roles)
     if not roles.names(Role.OPTIMIZER):  # trained by a hand-written update: prepared alone
         owners |= set(hand_updated_models(facts))
     limit = first_use if first_use is not None else len(block.body)
@@ -222,7 +223,8 @@ def make_plan(
             branches[cand.name] = ends
     together = [c for c in chosen if c.name not in branches]
     groups = tuple(PrepareGroup((name,), end) for name, ends in branches.items() for end in ends)
-    groups += _place(block, together, [u for u in lens if u.index is not None]) if together else ()
+    copies = _model_copies(facts, block, {c.name for c in together if c.role is Role.MODEL}, limit, parent)
+    groups += _place(block, together, [u for u in lens if u.index is not None], copies) if together else ()
     if twins:
         groups = tuple(
             PrepareGroup(g.names, g.after, tuple((n, twins[n]) for n in g.names if n in twins)) for g in groups
@@ -424,10 +426,50 @@ def _parameters(facts: Facts, block: Block) -> tuple[str, ...]:
     return facts.params.get(id(block.scope), ())
 
 
-def _place(block: Block, chosen: list[_Candidate], lens: list[LenUse]) -> tuple[PrepareGroup, ...]:
-    """One group after the last definition; when a `len(loader)` sits above that, the
-    dataloaders defined before the `len()` get a prepare statement of their own."""
-    anchor = max(c.index for c in chosen)
+def _built_together(facts: Facts, roles: RoleTable) -> set[str]:
+    """`model, optimizer = build(lr)`: a factory that hands out an optimizer with models
+    hands out the models it updates (a loss module built beside them is not one). A
+    helper handed them back (`model, ema, optimizer = load_resume(model, ema, optimizer)`)
+    says nothing of which model the optimizer updates."""
+    out: set[str] = set()
+    for b in facts.bindings:
+        if roles.of(b.name) is not Role.OPTIMIZER or b.element is not None or not isinstance(b.value, cst.Call):
+            continue
+        handed = {dotted_name(a.value) for a in b.value.args}
+        together = [o for o in facts.bindings if o.statement is b.statement and o is not b and o.value is b.value]
+        if together and b.name not in handed:
+            out |= {o.name for o in together if roles.of(o.name) is Role.MODEL and o.name not in handed}
+    return out
+
+
+_COPIES = ("copy.deepcopy", "torch.optim.swa_utils.AveragedModel")
+
+
+def _model_copies(facts: Facts, block: Block, models: set[str], limit: int, parent) -> list[int]:
+    """Statements of the block, above its first use, that copy a model to prepare (`ema =
+    copy.deepcopy(model)`, `AveragedModel(model)`, a `ModelEma(model)`): a copy of the
+    prepared model would be a copy of its DDP wrapper (a checkpoint whose keys start with
+    `module.` on N processes only), so prepare() goes below them."""
+    out = []
+    for b in facts.bindings:
+        value = b.value
+        if b.scope is not block.scope or not isinstance(value, cst.Call) or not value.args or value.args[0].keyword:
+            continue
+        qualified = facts.imports.qualify(value.func) or dotted_name(value.func) or ""
+        if qualified not in _COPIES and "ema" not in qualified.rsplit(".", 1)[-1].lower():
+            continue
+        if dotted_name(peel_moves(value.args[0].value)) in models:
+            index = block.index_of(b.statement, parent)
+            if index is not None and index < limit:
+                out.append(index)
+    return out
+
+
+def _place(block: Block, chosen: list[_Candidate], lens: list[LenUse], copies: list[int] = ()) -> tuple[PrepareGroup, ...]:
+    """One group after the last definition (and after the copies of a model made before
+    training); when a `len(loader)` sits above that, the dataloaders defined before the
+    `len()` get a prepare statement of their own."""
+    anchor = max([c.index for c in chosen] + list(copies))
     first_len = min((u.index for u in lens), default=None)
     if first_len is None or first_len > anchor:
         return (PrepareGroup(tuple(c.name for c in chosen), block.body[anchor]),)
