@@ -325,8 +325,30 @@ def _method_calls(analysis, call: cst.Call) -> list[cst.Call]:
 
 
 def _given(analysis, call: cst.Call) -> str:
+    """What the call hands over: by the roles of its arguments, or, for objects the file
+    builds through factories it cannot read (`get_instance(models, 'arch', config)`), by
+    the keywords they are passed as (`model=model, train_loader=train_loader`)."""
     given = [_ROLES[r] for r in (_role(analysis, a.value) for a in call.args) if r in _ROLES]
+    given += [_KEYWORD_ROLES[k] for k in (_keyword_role(a) for a in call.args) if k]
     return ", ".join(dict.fromkeys(given))
+
+
+_KEYWORD_ROLES = {"model": "model", "optimizer": "optimizer", "loader": "loader", "scheduler": "scheduler"}
+
+
+def _keyword_role(arg: cst.Arg) -> str | None:
+    if arg.keyword is None:
+        return None
+    word = arg.keyword.value.lower()
+    if word in ("model", "net", "network"):
+        return "model"
+    if word in ("optimizer", "optim"):
+        return "optimizer"
+    if word.endswith(("loader", "dataloader")):
+        return "loader"
+    if word in ("scheduler", "lr_scheduler"):
+        return "scheduler"
+    return None
 
 
 def _with_keyword(call: cst.Call, value: str) -> cst.Call:

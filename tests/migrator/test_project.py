@@ -1556,3 +1556,33 @@ def test_an_evaluator_that_moves_its_batches_itself_is_not_refused_for_them(tmp_
     root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "evaluators.py": placing})
     result = _results([root])["train.py"]
     assert not any(f.code == "AM953" for f in result.findings)
+
+
+def test_a_setup_built_by_factories_it_cannot_read_is_named_by_keyword(tmp_path) -> None:
+    """pytorch-segmentation: `train.py` builds its model and loaders through a config
+    factory (`get_instance(models, 'arch', config)`) and hands them to `Trainer(model=...,
+    train_loader=...)`, whose base class builds the optimizer. Nothing there is recognised
+    as a model or a loader, but the keywords say what is handed over: the call is reported,
+    so the engine's AM916 ("its AM914 says why") points at a finding that exists."""
+    train = (
+        "import torch\nimport models\nfrom trainer import Trainer\n\n\n"
+        "def get_instance(module, name, config, *args):\n    return getattr(module, config[name]['type'])(*args)\n\n\n"
+        "def main(config):\n    train_loader = get_instance(models, 'train_loader', config)\n"
+        "    model = get_instance(models, 'arch', config)\n"
+        "    trainer = Trainer(model=model, config=config, train_loader=train_loader)\n    trainer.train()\n"
+    )
+    base = (
+        "class BaseTrainer:\n    def __init__(self, model, config, train_loader):\n"
+        "        self.model, self.train_loader = model, train_loader\n"
+        "        self.optimizer = config.build_optimizer(model.parameters())\n"
+    )
+    trainer = (
+        "import torch\nfrom base import BaseTrainer\n\n\nclass Trainer(BaseTrainer):\n"
+        "    def train(self):\n        for x, y in self.train_loader:\n            self.optimizer.zero_grad()\n"
+        "            loss = (self.model(x) - y).pow(2).mean()\n            loss.backward()\n            self.optimizer.step()\n"
+    )
+    root = _project(tmp_path, **{"train.py": train, "trainer.py": trainer, "base.py": base, "models.py": "\n"})
+    results = _results([root])
+    told = [f.message for f in results["train.py"].findings if f.code == "AM914"]
+    assert len(told) == 1 and "receives the model, loader" in told[0], told
+    assert results["train.py"].after == train
