@@ -51,7 +51,9 @@ class DirectoryCreatedOnEveryProcess(Rule):
     ## Known limits
     A creation that is not under such a test (`os.makedirs(out)` alone, `os.mkdir(out)`) is
     reported and left as it is: with `exist_ok=True` a run that finds the directory
-    would go on where the original stops. Creations inside a `try` that catches the
+    would go on where the original stops. pathlib's `path.mkdir()` is fixed the same way
+    under `if not path.exists():` (or `is_dir()`), and left alone elsewhere (a `.mkdir()`
+    method may belong to something else). Creations inside a `try` that catches the
     error and ignores it (`except OSError: pass`, or re-raises all but `errno.EEXIST`), under a main-process test, in a function this file never calls, or with a
     path made from the rank are left alone.
     """
@@ -86,6 +88,9 @@ class DirectoryCreatedOnEveryProcess(Rule):
             return
         for fact in analysis.facts.calls:
             qualified = fact.qualified or ""
+            if _path_mkdir(fact.node, qualified):
+                self._path_mkdir(fact.node)
+                continue
             if qualified not in ("os.makedirs", "os.mkdir"):
                 continue
             call = fact.node
@@ -108,11 +113,29 @@ class DirectoryCreatedOnEveryProcess(Rule):
                 fix = "pass `exist_ok=True`" if qualified == "os.makedirs" else "use `os.makedirs(..., exist_ok=True)`"
                 self.report(call, note=f" (left as written: {fix} if an existing directory is fine)", **fields)
 
+    def _path_mkdir(self, call: cst.Call) -> None:
+        """pathlib's `out_dir.mkdir()` under `if not out_dir.exists():` (HRNet's
+        create_logger) gets `exist_ok=True`. Elsewhere a `.mkdir()` may not be pathlib's,
+        so it is left alone."""
+        receiver = cst.Module([]).code_for_node(call.func.value).strip()  # type: ignore[attr-defined]
+        if any(word in receiver for word in ("rank", "process_index")) or self._skipped(call):
+            return
+        if self._checked_first(call, receiver):
+            shown = receiver if len(receiver) <= 40 else "it"
+            self.report(call, edits=[replace(call, _with_exist_ok(call))], note="", call=f"{shown}.mkdir()", path=shown)
+
     def _missing(self, test: cst.BaseExpression, path: str) -> bool:
-        """`not os.path.exists(path)` (or isdir), parentheses or not."""
+        """`not os.path.exists(path)` (or isdir), or pathlib's `not path.exists()` (or
+        `is_dir()`), parentheses or not."""
         if not (isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)):
             return False
         inner = test.expression
+        if (
+            isinstance(inner, cst.Call) and not inner.args and isinstance(inner.func, cst.Attribute)
+            and inner.func.attr.value in ("exists", "is_dir")
+            and cst.Module([]).code_for_node(inner.func.value).strip() == path
+        ):
+            return True
         if not (isinstance(inner, cst.Call) and (self.analysis.imports.qualify(inner.func) or "") in _CHECKS and inner.args):
             return False
         return cst.Module([]).code_for_node(inner.args[0].value).strip() == path
@@ -184,9 +207,18 @@ def _spelled_os_mkdir(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value == "mkdir" and len(call.args) <= 2
 
 
+def _path_mkdir(call: cst.Call, qualified: str) -> bool:
+    """`<path>.mkdir(...)` that is not `os.mkdir`, with no `exist_ok` yet."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "mkdir") or qualified.startswith("os."):
+        return False
+    return not any(a.keyword is not None and a.keyword.value == "exist_ok" for a in call.args) and len(call.args) < 3
+
+
 def _with_exist_ok(call: cst.Call) -> cst.Call:
     args = list(call.args)
-    args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    if args:
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
     arg = cst.Arg(
         cst.Name("True"),
         keyword=cst.Name("exist_ok"),

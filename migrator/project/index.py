@@ -88,12 +88,26 @@ def linked(sources: dict[str, bytes]) -> set[str]:
                 hits = _under(path, len(code[1]) - len(code[1].lstrip(b".")), sources)
             else:  # an absolute import starts at its first name: `torch.utils.data` is not our data.py
                 modules = [code[1]] if code[0] == b"from" else b" ".join(code[1:]).split(b",")
-                firsts = {m.strip().split(b".")[0].split()[0] for m in modules if m.strip()}
+                names = {m.strip().split()[0] for m in modules if m.strip()}
+                firsts = {m.split(b".")[0] for m in names}
                 folders = _folders(os.path.dirname(absolute[path]), root)
                 hits = {other for f in folders for word in firsts for other in tops.get((f, word), ()) if other != path}
+                hits |= {other for m in names if not hits for other in _ending_with(m, absolute) if other != path}
             if hits:
                 out |= hits | {path}
     return out
+
+
+def _ending_with(module: bytes, absolute: dict[str, str]) -> set[str]:
+    """The one file of the run a dotted module of two parts or more names wherever its
+    folder is put on sys.path (`core.function` for lib/core/function.py): see
+    _on_added_path."""
+    parts = module.decode(errors="replace").split(".")
+    if len(parts) < 2:
+        return set()
+    tails = (os.sep + os.path.join(*parts) + ".py", os.sep + os.path.join(*parts, "__init__.py"))
+    found = {p for p, full in absolute.items() if full.endswith(tails)}
+    return found if len(found) == 1 else set()
 
 
 def _folders(folder: str, root: str) -> list[str]:
@@ -613,7 +627,19 @@ def _resolve(module: str, level: int, path: str, run: dict[str, str], root: str)
         for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
             if candidate in run:
                 return run[candidate]
-    return None
+    return _on_added_path(parts, run) if not level else None
+
+
+def _on_added_path(parts: list[str], run: dict[str, str]) -> str | None:
+    """`from core.function import train` in tools/train.py, where `import _init_paths` put
+    `lib/` on sys.path (HRNet and many research repositories): a dotted module of two parts
+    or more that exactly one file of the run ends with is that file. One part (`import
+    utils`) says too little to be sure."""
+    if len(parts) < 2:
+        return None
+    tails = (os.sep + os.path.join(*parts) + ".py", os.sep + os.path.join(*parts, "__init__.py"))
+    found = {run[p] for p in run if p.endswith(tails)}
+    return found.pop() if len(found) == 1 else None
 
 
 def _index_file(

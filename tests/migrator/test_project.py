@@ -1586,3 +1586,20 @@ def test_a_setup_built_by_factories_it_cannot_read_is_named_by_keyword(tmp_path)
     told = [f.message for f in results["train.py"].findings if f.code == "AM914"]
     assert len(told) == 1 and "receives the model, loader" in told[0], told
     assert results["train.py"].after == train
+
+
+def test_an_engine_found_through_a_folder_put_on_sys_path(tmp_path) -> None:
+    """HRNet: tools/train.py runs `import _init_paths` (which puts lib/ on sys.path), then
+    `import core.engine`: the run's one file ending in core/engine.py is that module, so
+    the two migrate together. A one-part module (`import engine`) is not guessed."""
+    init_paths = "import os.path as osp\nimport sys\n\nsys.path.insert(0, osp.join(osp.dirname(__file__), '..', 'lib'))\n"
+    train = TRAIN.replace("import engine\n", "import _init_paths\nimport core.engine as engine\n")
+    root = _project(tmp_path, **{"tools/train.py": train, "tools/_init_paths.py": init_paths, "lib/core/engine.py": ENGINE})
+    results = _results([root])
+    assert "engine.train_one_epoch(train_loader, model, optimizer, device, accelerator=accelerator)" in results["train.py"].after
+    assert "accelerator.backward(loss)" in results["engine.py"].after
+    two = _project(tmp_path / "two", **{
+        "tools/train.py": train, "tools/_init_paths.py": init_paths, "lib/core/engine.py": ENGINE,
+        "vendor/core/engine.py": ENGINE,
+    })
+    assert _results([two])["engine.py"].after == ENGINE  # two candidates: not guessed

@@ -1,0 +1,41 @@
+"""AM518 on pathlib: `out.mkdir()` under `if not out.exists():` races like os.mkdir when
+every process runs it; it gets exist_ok=True there, and is left alone elsewhere."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from migrator.api import migrate_source
+from migrator.config import Config
+
+SCRIPT = textwrap.dedent('''\
+    from pathlib import Path
+
+    import torch
+
+    out = Path("runs")
+    {made}
+    model = torch.nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(3):
+        optimizer.zero_grad()
+        model(torch.ones(4, 2)).sum().backward()
+        optimizer.step()
+''')
+
+
+@pytest.mark.parametrize(
+    "made,written,fixed",
+    [
+        ("if not out.exists():\n    out.mkdir()", "if not out.exists():\n    out.mkdir(exist_ok=True)", True),
+        ("if not out.is_dir():\n    out.mkdir(parents=True)", "if not out.is_dir():\n    out.mkdir(parents=True, exist_ok=True)", True),
+        ("out.mkdir()", "out.mkdir()", False),  # not under the test: may not be pathlib's, left alone
+        ("if not out.exists():\n    out.mkdir(parents=True, exist_ok=True)", "out.mkdir(parents=True, exist_ok=True)", False),
+    ],
+)
+def test_a_pathlib_directory_made_under_its_test(made: str, written: str, fixed: bool) -> None:
+    result = migrate_source(SCRIPT.format(made=made).encode(), "train.py", Config())
+    assert written in result.after, result.after
+    assert ("AM518" in {f.code for f in result.findings}) is fixed
