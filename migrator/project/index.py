@@ -50,6 +50,7 @@ class Call:
     args: tuple[str | None, ...]  # positional arguments as names (None for other expressions)
     keywords: tuple[tuple[str, str | None], ...]
     has_star: bool
+    main_only: bool = False  # under `if accelerator.is_main_process:`: only the main process calls it
 
 
 @dataclass
@@ -92,10 +93,22 @@ def linked(sources: dict[str, bytes]) -> set[str]:
                 firsts = {m.split(b".")[0] for m in names}
                 folders = _folders(os.path.dirname(absolute[path]), root)
                 hits = {other for f in folders for word in firsts for other in tops.get((f, word), ()) if other != path}
-                hits |= {other for m in names if not hits for other in _ending_with(m, absolute) if other != path}
+                if not hits and _extends_path_text(path, data, sources, absolute):
+                    hits = {other for m in names for other in _ending_with(m, absolute) if other != path}
             if hits:
                 out |= hits | {path}
     return out
+
+
+def _extends_path_text(path: str, data: bytes, sources: dict[str, bytes], absolute: dict[str, str]) -> bool:
+    """The file puts folders on sys.path itself, or imports a module beside it that does
+    (`import _init_paths`): only then may its imports name a folder elsewhere in the run."""
+    if b"sys.path" in data:
+        return True
+    folder = os.path.dirname(absolute[path])
+    words = {m.group(1) for m in re.finditer(rb"^\s*import\s+(\w+)\s*$", data, re.MULTILINE)}
+    beside = {os.path.join(folder, w.decode() + ".py") for w in words}
+    return any(b"sys.path" in sources[p] for p, full in absolute.items() if full in beside)
 
 
 def _ending_with(module: bytes, absolute: dict[str, str]) -> set[str]:
@@ -188,7 +201,7 @@ def _hold_subclasses(
     Accelerator while the inherited loop saves and logs on every process."""
     if not any(isinstance(n, ast.ClassDef) and n.bases for n in tree.body):
         return
-    modules, functions = _imported(path, tree, run, root)
+    modules, functions = _imported(path, tree, run, root, trees)
     for node in tree.body:
         function = files[path].functions.get(node.name) if isinstance(node, ast.ClassDef) else None
         if function is None or not function.is_class:
@@ -609,7 +622,7 @@ def _state_of_parameter(node: ast.AST, params: set[str]) -> bool:
     )
 
 
-def _resolve(module: str, level: int, path: str, run: dict[str, str], root: str) -> str | None:
+def _resolve(module: str, level: int, path: str, run: dict[str, str], root: str, extended: bool = False) -> str | None:
     """The run's file that `import module` (or a relative import of `level`) in `path` names."""
     here = os.path.dirname(os.path.abspath(path))
     parts = module.split(".") if module else []
@@ -627,14 +640,15 @@ def _resolve(module: str, level: int, path: str, run: dict[str, str], root: str)
         for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
             if candidate in run:
                 return run[candidate]
-    return _on_added_path(parts, run) if not level else None
+    return _on_added_path(parts, run) if extended and not level else None
 
 
 def _on_added_path(parts: list[str], run: dict[str, str]) -> str | None:
     """`from core.function import train` in tools/train.py, where `import _init_paths` put
     `lib/` on sys.path (HRNet and many research repositories): a dotted module of two parts
     or more that exactly one file of the run ends with is that file. One part (`import
-    utils`) says too little to be sure."""
+    utils`) says too little to be sure; a file that puts nothing on sys.path (itself or
+    through a module beside it) is not looked at (`_extends_path`)."""
     if len(parts) < 2:
         return None
     tails = (os.sep + os.path.join(*parts) + ".py", os.sep + os.path.join(*parts, "__init__.py"))
@@ -642,11 +656,24 @@ def _on_added_path(parts: list[str], run: dict[str, str]) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
+_MAIN_TESTS = ("is_main_process", "is_local_main_process")
+
+
+def _under_main_tests(tree: ast.Module) -> set[int]:
+    """The calls in the body of an `if accelerator.is_main_process:` (a migrated file's
+    guard): only the main process makes them."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Attribute) and node.test.attr in _MAIN_TESTS:
+            out |= {id(n) for statement in node.body for n in ast.walk(statement) if isinstance(n, ast.Call)}
+    return out
+
+
 def _index_file(
     path: str, tree: ast.Module, run: dict[str, str], root: str, trees: dict[str, ast.Module] | None = None,
 ) -> FileIndex:
     result = FileIndex(path)
-    modules, functions = _imported(path, tree, run, root)
+    modules, functions = _imported(path, tree, run, root, trees)
 
     def follow(target: tuple[str, str] | None) -> tuple[str, str] | None:
         """Through the packages that re-export it (`from trainer import Trainer`, whose
@@ -660,6 +687,7 @@ def _index_file(
         for alias in n.names if (alias.asname or alias.name) in functions or (alias.asname or alias.name) in modules
     }
     called: set[int] = set()
+    main_only = _under_main_tests(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             target, spelling = _target(node.func, modules, functions)
@@ -671,6 +699,7 @@ def _index_file(
                     tuple(a.id if isinstance(a, ast.Name) else None for a in node.args if not isinstance(a, ast.Starred)),
                     tuple((k.arg, k.value.id if isinstance(k.value, ast.Name) else None) for k in node.keywords if k.arg),
                     any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords),
+                    id(node) in main_only,
                 ))
     result.instances = {name: follow(made) for name, made in _instances(tree, modules, functions).items()}
     for node in ast.walk(tree):
@@ -689,26 +718,48 @@ def _index_file(
     return result
 
 
-def _imported(path: str, tree: ast.Module, run: dict[str, str], root: str):
+def _extends_path(path: str, tree: ast.Module, run: dict[str, str], root: str, trees: dict[str, ast.Module]) -> bool:
+    """The file puts folders on sys.path, itself or through a module of the run it
+    imports (`import _init_paths`)."""
+    if _sets_sys_path(tree):
+        return True
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                target = _resolve(alias.name, 0, path, run, root) if "." not in alias.name else None
+                if target is not None and target in trees and _sets_sys_path(trees[target]):
+                    return True
+    return False
+
+
+def _sets_sys_path(tree: ast.Module) -> bool:
+    return any(
+        isinstance(n, ast.Attribute) and n.attr == "path" and isinstance(n.value, ast.Name) and n.value.id == "sys"
+        for n in ast.walk(tree)
+    )
+
+
+def _imported(path: str, tree: ast.Module, run: dict[str, str], root: str, trees: dict[str, ast.Module] | None = None):
     """What the module-level imports of `path` bind to files of the run: local name →
     module file, and local name → (file, function); names bound again elsewhere left out."""
     modules: dict[str, str] = {}  # local name → file (a module of the run)
     functions: dict[str, tuple[str, str]] = {}  # local name → (file, function)
+    extended = _extends_path(path, tree, run, root, trees or {})
     for node in tree.body:
         if isinstance(node, ast.Import):
             for alias in node.names:
-                target = _resolve(alias.name, 0, path, run, root)
+                target = _resolve(alias.name, 0, path, run, root, extended)
                 if target is not None and (alias.asname or "." not in alias.name):
                     modules[alias.asname or alias.name] = target
         elif isinstance(node, ast.ImportFrom):
             for alias in node.names:
                 local = alias.asname or alias.name
                 sub = f"{node.module}.{alias.name}" if node.module else alias.name
-                as_module = _resolve(sub, node.level, path, run, root)
+                as_module = _resolve(sub, node.level, path, run, root, extended)
                 if as_module is not None:
                     modules[local] = as_module
                     continue
-                owner = _resolve(node.module or "", node.level, path, run, root)
+                owner = _resolve(node.module or "", node.level, path, run, root, extended)
                 if owner is not None and owner != path:
                     functions[local] = (owner, alias.name)
     bound = _bound_elsewhere(tree)
@@ -818,9 +869,15 @@ def candidates(
     the run's files) is never changed: a function it calls without the Accelerator, or
     defines without having been threaded before, is not threaded."""
     used_as_value = set().union(*(f.values for f in files.values())) if files else set()
+    # a function only the main process calls (a checkpoint helper under the guard a first
+    # migration wrote) runs no collective and saves once already: it is not threaded, so a
+    # second run writes what the first did
+    everyone = {c.target for f in files.values() for c in f.calls if not c.main_only}
     out, held = set(), set()
     for f in files.values():
         for call in f.calls:
+            if call.target not in everyone:
+                continue
             owner = files.get(call.target[0])
             function = owner.functions.get(call.target[1]) if owner else None
             if function is None or call.target in used_as_value or call.has_star:

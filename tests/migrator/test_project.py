@@ -1603,3 +1603,27 @@ def test_an_engine_found_through_a_folder_put_on_sys_path(tmp_path) -> None:
         "vendor/core/engine.py": ENGINE,
     })
     assert _results([two])["engine.py"].after == ENGINE  # two candidates: not guessed
+
+
+def test_a_checkpoint_helper_gated_by_the_first_run_is_not_threaded_by_the_second(tmp_path) -> None:
+    """HRNet: a first run put `save_checkpoint(state, ...)` (another file's helper that
+    only torch.saves) under `if accelerator.is_main_process:`. A second run over the
+    migrated files must not now thread the Accelerator into the helper: only the main
+    process calls it, and the first run's text is the answer (the harness's idempotence
+    check failed on this)."""
+    utils = (
+        "import os\n\nimport torch\n\n\ndef save_checkpoint(states, output_dir, filename='checkpoint.pth.tar'):\n"
+        "    torch.save(states, os.path.join(output_dir, filename))\n"
+    )
+    train = (
+        "import torch\nfrom runtime import Accelerator\nfrom utils import save_checkpoint\n\n\ndef main():\n"
+        "    accelerator = Accelerator()\n    model = torch.nn.Linear(4, 1)\n"
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    model, optimizer = accelerator.prepare(model, optimizer)\n    for epoch in range(2):\n"
+        "        optimizer.zero_grad()\n        accelerator.backward(model(torch.ones(2, 4)).sum())\n        optimizer.step()\n"
+        "        if accelerator.is_main_process:\n"
+        "            save_checkpoint({'state_dict': accelerator.unwrap_model(model).state_dict()}, 'out')\n"
+    )
+    root = _project(tmp_path, **{"train.py": train, "utils.py": utils})
+    again = _results([root])
+    assert all(r.after == r.before for r in again.values()), {n: r.after for n, r in again.items() if r.after != r.before}
