@@ -62,7 +62,7 @@ class BackboneHeadUnused(Rule):
     message = (
         "`{attribute}` {where} ({family}) runs only its layers, so its head `{attribute}.{head}` gets no gradient "
         "and DDP would stop at the second step: {action} `DistributedDataParallelKwargs(find_unused_parameters=True)`; "
-        "cheaper: `{attribute}.{head} = nn.Identity()`"
+        "cheaper, where no checkpoint needs its keys: `{attribute}.{head} = nn.Identity()`"
     )
     examples = (
         Example(

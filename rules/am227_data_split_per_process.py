@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.random_draws import per_process_seed
 from migrator.rule import Example, Rule
 
 # The split functions, and the seeds that make their draws alike on every process
@@ -47,8 +48,9 @@ class DataSplitPerProcess(Rule):
 
     ## Known limits
     Splits written by hand (`np.random.permutation` of indices, `torch.randperm`) are
-    not recognised. A seed in another function is not counted (it may run later); a seed
-    that adds the rank makes the draws differ and does not count either.
+    not recognised. A seed in another function is not counted (it may run later), nor
+    one under an `if` (`if args.seed is not None:` seeds nothing by default); a seed that
+    adds the rank makes the draws differ and does not count either.
     """
 
     code = "AM227"
@@ -94,10 +96,18 @@ class DataSplitPerProcess(Rule):
         for c in analysis.facts.calls:
             if (c.qualified or "") not in seeds or analysis.order(c.node) > analysis.order(split.node):
                 continue
-            if c.scope is split.scope or c.scope is analysis.module:
-                text = cst.Module([]).code_for_node(c.node).lower()
-                if not any(word in text for word in ("rank", "process_index")):
-                    return True
+            if (c.scope is split.scope or c.scope is analysis.module) and not per_process_seed(c.node) and not self._in_branch(c.node):
+                return True
+        return False
+
+    def _in_branch(self, node: cst.CSTNode) -> bool:
+        """`if args.seed is not None: torch.manual_seed(args.seed)`: a seed on some paths
+        only (with the default, none at all)."""
+        current = self.analysis.parent(node)
+        while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+            if isinstance(current, (cst.If, cst.Try, cst.While)):
+                return True
+            current = self.analysis.parent(current)
         return False
 
 

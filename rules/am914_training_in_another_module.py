@@ -329,22 +329,19 @@ def _given(analysis, call: cst.Call) -> str:
     builds through factories it cannot read (`get_instance(models, 'arch', config)`), by
     the keywords they are passed as (`model=model, train_loader=train_loader`)."""
     given = [_ROLES[r] for r in (_role(analysis, a.value) for a in call.args) if r in _ROLES]
-    given += [_KEYWORD_ROLES[k] for k in (_keyword_role(a) for a in call.args) if k]
+    given += [k for k in (_keyword_role(a) for a in call.args) if k]
     return ", ".join(dict.fromkeys(given))
 
 
-_KEYWORD_ROLES = {"model": "model", "optimizer": "optimizer", "loader": "loader", "scheduler": "scheduler"}
-
-
 def _keyword_role(arg: cst.Arg) -> str | None:
-    if arg.keyword is None:
-        return None
+    if arg.keyword is None or (isinstance(arg.value, cst.Name) and arg.value.value[:1].isupper()):
+        return None  # `Model=QNetwork` hands over a class, not a model
     word = arg.keyword.value.lower()
     if word in ("model", "net", "network"):
         return "model"
     if word in ("optimizer", "optim"):
         return "optimizer"
-    if word.endswith(("loader", "dataloader")):
+    if word.endswith("loader"):
         return "loader"
     if word in ("scheduler", "lr_scheduler"):
         return "scheduler"

@@ -35,7 +35,7 @@ def unseeded_draw(analysis: "ScriptAnalysis", expr: cst.CSTNode, depth: int = 3)
     # another function may run later (semseg seeds in `train()`, called after the draw)
     seeds = [
         c.node for c in analysis.facts.calls
-        if (c.qualified or "") in SEEDS and (c.scope is scope or c.scope is analysis.module) and not _per_process(c.node)
+        if (c.qualified or "") in SEEDS and (c.scope is scope or c.scope is analysis.module) and not per_process_seed(c.node)
     ]
     values, names, seen = [expr], set(), set()
     for _ in range(depth + 1):
@@ -56,7 +56,7 @@ def unseeded_draw(analysis: "ScriptAnalysis", expr: cst.CSTNode, depth: int = 3)
     return None
 
 
-def _per_process(seed: cst.Call) -> bool:
+def per_process_seed(seed: cst.Call) -> bool:
     """`random.seed(args.seed + rank)`: a seed of its own on every process makes the draws differ."""
     text = cst.Module([]).code_for_node(seed).lower()
     return any(word in text for word in ("rank", "process_index", "local_process_index"))

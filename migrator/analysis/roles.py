@@ -273,6 +273,7 @@ def _roles_by_use(facts: Facts, roles: dict[str, Role], backward_loops: set[int]
     for name in zero_grad:
         if name and name not in roles and not name.endswith(("model", "net")) and not _drawn_from_collection(facts, name):
             roles[name] = Role.OPTIMIZER
+    _models_built_with_optimizers(facts, roles)
     for loop in facts.loops:
         if loop.iter_name and loop.iter_name not in roles and id(loop.node) in backward_loops:
             roles[loop.iter_name] = Role.DATALOADER
@@ -283,6 +284,30 @@ def _roles_by_use(facts: Facts, roles: dict[str, Role], backward_loops: set[int]
         if name and name not in roles and re.search(r"(loader|_dl$|^dl_|^dl$)", name):
             roles[name] = Role.DATALOADER
     _roles_through_calls(facts, roles)
+
+
+_MODULE_METHODS = {"parameters", "named_parameters", "train", "eval", "to", "cuda", "state_dict", "load_state_dict"}
+
+
+def _models_built_with_optimizers(facts: Facts, roles: dict[str, Role]) -> None:
+    """`model, optimizer = build(lr)`, whatever `build` calls them inside: a name handed
+    out with an optimizer by one call and run as a module (`model(x)`, `model.train()`,
+    `model.parameters()`) is a model. Without it, only the optimizer was prepared."""
+    for b in facts.bindings:
+        if roles.get(b.name) is not Role.OPTIMIZER or b.element is not None or not isinstance(b.value, cst.Call):
+            continue
+        for other in facts.bindings:
+            if other.statement is not b.statement or other is b or other.value is not b.value or other.name in roles:
+                continue
+            if any(_runs_as_module(c.node, other.name) for c in facts.calls):
+                roles[other.name] = Role.MODEL
+
+
+def _runs_as_module(call: cst.Call, name: str) -> bool:
+    func = call.func
+    if dotted_name(func) == name:
+        return True
+    return isinstance(func, cst.Attribute) and func.attr.value in _MODULE_METHODS and dotted_name(func.value) == name
 
 
 def _drawn_from_collection(facts: Facts, name: str) -> bool:
@@ -303,8 +328,10 @@ def optimizer_containers(facts: Facts, parent: Callable[[cst.CSTNode], cst.CSTNo
             continue
         node: cst.CSTNode | None = c.node
         up = parent(node)
-        while isinstance(up, (cst.DictElement, cst.Element, cst.Dict, cst.List, cst.Tuple, cst.DictComp, cst.ListComp)):
-            node, up = up, parent(up)
+        while isinstance(up, (cst.DictElement, cst.Element, cst.Dict, cst.List, cst.Tuple, cst.DictComp, cst.ListComp)) or (
+            isinstance(up, cst.Arg) and isinstance(parent(up), cst.Call) and dotted_name(parent(up).func) in ("dict", "list", "tuple")
+        ):
+            node, up = (parent(up), parent(parent(up))) if isinstance(up, cst.Arg) else (up, parent(up))
         if isinstance(up, cst.Assign) and node is not c.node:
             names = [dotted_name(t.target) for t in up.targets]
         elif isinstance(up, cst.Assign):

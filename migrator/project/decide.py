@@ -168,10 +168,36 @@ def placing_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
 
 
 def _moves(node: ast.AST) -> bool:
-    return any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("to", "cuda")
-        for n in ast.walk(node)
-    )
+    """The code moves what it feeds its model: every name a parameter-held model is called
+    with (`model(input)`, `self.model(x)`) was moved first (`input = input.cuda()`). HRNet's
+    `validate` moves only its targets: its inputs reach the model where the loader left them.
+    Code that calls no model of its parameters counts as moving when it moves anything."""
+    functions = [n for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    fed: list[ast.expr] = []
+    moved: set[str] = set()
+    for function in functions:
+        params = {a.arg for a in function.args.args + function.args.kwonlyargs} - {"self"}
+        for n in ast.walk(function):
+            if isinstance(n, ast.Call) and _model_call(n, params):
+                fed += [a for a in n.args if isinstance(a, ast.Name)]
+            if isinstance(n, ast.Assign) and any(_moving(c) for c in ast.walk(n.value)):
+                moved |= {t.id for target in n.targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+    if fed:
+        return all(a.id in moved for a in fed)
+    return any(_moving(n) for n in ast.walk(node))
+
+
+def _moving(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda")
+
+
+def _model_call(call: ast.Call, params: set[str]) -> bool:
+    """`model(x)` on a parameter named like a model, or `self.model(x)`."""
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" else None
+    if name is None or isinstance(func, ast.Name) and name not in params:
+        return False
+    return any(word in name.lower() for word in ("model", "net"))
 
 
 def evaluation_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:

@@ -93,6 +93,7 @@ def test_optimizers_kept_in_a_container_are_not_named_objects() -> None:
         for name in nets:
             optims[name] = torch.optim.Adam(nets[name].parameters())
         both = [torch.optim.SGD(nets[0].parameters()), torch.optim.SGD(nets[1].parameters())]
+        named = dict(g=torch.optim.Adam(nets[0].parameters()), d=torch.optim.Adam(nets[1].parameters()))
         for step in range(3):
             for optim in optims.values():
                 optim.zero_grad()
@@ -102,7 +103,33 @@ def test_optimizers_kept_in_a_container_are_not_named_objects() -> None:
     assert analysis.roles.of("optim") is None
     from migrator.analysis.roles import optimizer_containers
 
-    assert optimizer_containers(analysis.facts, analysis.parent) == ["optims", "both"]
+    assert optimizer_containers(analysis.facts, analysis.parent) == ["optims", "both", "named"]
+
+
+def test_a_model_handed_out_with_its_optimizer_whatever_the_factory_calls_it() -> None:
+    """`model, optimizer = build(lr)` where build() names them `net`, `opt`: the model is
+    prepared with its optimizer (before, only the optimizer and the loader were: N
+    unsynchronised copies, reader R2 of the fifteenth session)."""
+    analysis = _analyze(
+        """
+        import torch
+
+        def build(lr):
+            net = torch.nn.Linear(4, 2)
+            opt = torch.optim.SGD(net.parameters(), lr=lr)
+            return net, opt
+
+        def main(loader):
+            model, optimizer = build(0.1)
+            for x, y in loader:
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """
+    )
+    assert analysis.roles.of("model") is Role.MODEL
+    assert analysis.plan is not None and [g.names for g in analysis.plan.groups] == [("model", "optimizer", "loader")]
 
 
 def test_the_model_of_an_optimizer_known_by_its_use() -> None:

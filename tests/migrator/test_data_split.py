@@ -63,6 +63,7 @@ def test_a_split_seeded_alike_migrates(split: str, seed: str) -> None:
     [
         (RANDOM_SPLIT, "torch.manual_seed(1234 + rank)"),  # a seed per process draws per process
         (RANDOM_SPLIT, "np.random.seed(0)"),  # random_split draws from torch's generator
+        (RANDOM_SPLIT, "if rank is None:\n        torch.manual_seed(0)"),  # seeded on some paths only
         (SKLEARN.replace(")", ", random_state=None)"), ""),
     ],
 )

@@ -1627,3 +1627,38 @@ def test_a_checkpoint_helper_gated_by_the_first_run_is_not_threaded_by_the_secon
     root = _project(tmp_path, **{"train.py": train, "utils.py": utils})
     again = _results([root])
     assert all(r.after == r.before for r in again.values()), {n: r.after for n, r in again.items() if r.after != r.before}
+
+
+def test_an_evaluator_that_moves_only_its_targets_is_refused_for_its_inputs(tmp_path) -> None:
+    """HRNet's `validate` (also called by valid.py, which has no Accelerator to pass, so it
+    is not threaded) moves its targets (`target = target.cuda()`) but feeds the model its
+    inputs as the loader left them: DataParallel moved those, a loader kept whole does not,
+    so the file is left as written (AM953) rather than crash on one GPU (reader R1)."""
+    evaluators = textwrap.dedent('''\
+        import torch
+
+
+        def validate(loader, model):
+            model.eval()
+            correct = 0
+            with torch.no_grad():
+                for x, y in loader:
+                    y = y.cuda()
+                    correct += (model(x).argmax(1) == y).sum().item()
+            return correct
+    ''')
+    valid = "import torch\nfrom evaluators import validate\n\n\ndef main(loader):\n    model = torch.load('m.pt')\n    print(validate(loader, model))\n"
+    train = TRAIN.replace("import engine\n", "import engine\nfrom evaluators import validate\n").replace(
+        "    model.to(device)\n", "    model = torch.nn.DataParallel(model).to(device)\n"
+    ).replace(
+        "        outputs, targets = engine.evaluate(valid_loader, model, device)\n",
+        "        outputs = targets = []\n        validate(valid_loader, model)\n",
+    )
+    files = {"train.py": train, "engine.py": ENGINE, "evaluators.py": evaluators, "valid.py": valid}
+    result = _results([_project(tmp_path, **files)])["train.py"]
+    assert any(f.code == "AM953" for f in result.findings), [(f.code, f.message[:150]) for f in result.findings]
+    moving = evaluators.replace("            correct += (model(x)", "            x = x.cuda()\n            correct += (model(x)")
+    assert "x = x.cuda()" in moving
+    files["evaluators.py"] = moving
+    result = _results([_project(tmp_path / "moving", **files)])["train.py"]
+    assert not any(f.code == "AM953" for f in result.findings)
