@@ -24,6 +24,10 @@ _WRITERS = {
     "shutil.copyfile": (1, "dst"),
     "shutil.copy": (1, "dst"),
     "shutil.copy2": (1, "dst"),
+    "shutil.copytree": (1, "dst"),
+    # a tree removed to be written again (`if os.path.exists(dst): shutil.rmtree(dst)` before
+    # `shutil.copytree(src, dst)`): one process deleting what another is writing fails both
+    "shutil.rmtree": (0, "path"),
     "joblib.dump": (1, "filename"),
 }
 # writers that run a model they are given: on the main process alone it must be the
@@ -42,7 +46,8 @@ class FileWrittenOnEveryProcess(Rule):
     In a script being migrated, puts a file written to the same path by every process
     under `if accelerator.is_main_process:`: a statement that is one call of
     `torchvision.utils.save_image`, `matplotlib.pyplot.savefig`, `numpy.save`/`savez`/
-    `savetxt`, `torch.onnx.export`, `shutil.copyfile`/`copy`/`copy2`, `joblib.dump`, a whole `with open(path, "w") as f:` block (any
+    `savetxt`, `torch.onnx.export`, `shutil.copyfile`/`copy`/`copy2`/`copytree` (and the
+    `shutil.rmtree` that clears its destination first), `joblib.dump`, a whole `with open(path, "w") as f:` block (any
     writing mode), or an archive unpacked (`tar.extractall()`, `shutil.unpack_archive`,
     with the `with` blocks that only download and open it). In the block, calls of the
     prepared model, and the model an ONNX export runs, go through

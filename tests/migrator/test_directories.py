@@ -39,3 +39,14 @@ def test_a_pathlib_directory_made_under_its_test(made: str, written: str, fixed:
     result = migrate_source(SCRIPT.format(made=made).encode(), "train.py", Config())
     assert written in result.after, result.after
     assert ("AM518" in {f.code for f in result.findings}) is fixed
+
+
+def test_a_tree_cleared_and_copied_again_is_the_main_process_s() -> None:
+    """HRNet copies its model sources into the output folder at start, clearing it first:
+    on N processes one removes what another is copying (reader R1 saw FileExistsError).
+    Both go to the main process."""
+    made = 'if out.exists():\n    shutil.rmtree(out)\nshutil.copytree("models", out)'
+    code = SCRIPT.format(made=made).replace("import torch\n", "import shutil\n\nimport torch\n", 1)
+    result = migrate_source(code.encode(), "train.py", Config())
+    assert "    if accelerator.is_main_process:\n        shutil.rmtree(out)\n" in result.after, result.after
+    assert 'if accelerator.is_main_process:\n    shutil.copytree("models", out)\n' in result.after
