@@ -278,8 +278,15 @@ def migrate_verified(
         return replace(outcome, findings=outcome.findings + notes) if notes else outcome
     lint = migrate_module(module, path, replace(config, fix=False), rules, source=source)
     kept = tuple(replace(f, fixable=False, unsafe_fix=False) for f in lint.findings)
-    refusals = tuple(_refusal(path, p) for p in [*problems, *_unsafe_to_write(lint)] if p.blocking)
+    refusals = tuple(_refusal(path, p) for p in [*problems, *_unsafe_to_write(lint)] if p.blocking or p.code in _TRUE_UNWRITTEN)
     return EngineOutcome(module, kept + refusals, code=source)
+
+
+# Notes of the verifier about what the original means, true whether or not the migration
+# is written: a file left as written keeps them for the hand migration its refusal asks
+# for (AM917: a DataParallel batch was split across the GPUs; one process per GPU takes a
+# whole one, so `batch_size * len(gpus)` grows N times).
+_TRUE_UNWRITTEN = {"AM917"}
 
 
 def _lint(module: cst.Module, path: str, config: Config, rules: Sequence[type[Rule]], source: str) -> EngineOutcome:

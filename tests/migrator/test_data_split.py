@@ -69,3 +69,18 @@ def test_a_split_seeded_alike_migrates(split: str, seed: str) -> None:
 )
 def test_a_seed_that_does_not_reach_the_split_does_not_count(split: str, seed: str) -> None:
     assert _codes(split, seed) == ["AM227", "AM958"]
+
+
+def test_a_file_left_as_written_keeps_the_note_on_its_data_parallel_batch() -> None:
+    """HRNet (reader R3): a DataParallel batch grows N times under one process per GPU. The
+    note (AM917) is true of the original whether or not the migration is written, so a file
+    left as written for another reason keeps it for the hand migration."""
+    code = SCRIPT.format(seed="", split=RANDOM_SPLIT).replace(
+        "    model = torch.nn.Linear(4, 1)\n",
+        "    model = torch.nn.DataParallel(torch.nn.Linear(4, 1)).cuda()\n",
+    )
+    assert "DataParallel" in code
+    result = migrate_source(code.encode(), "train.py", Config())
+    codes = {f.code for f in result.findings}
+    assert {"AM958", "AM917"} <= codes, codes
+    assert result.after == code
