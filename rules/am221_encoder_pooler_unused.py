@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.analysis.options import option_status
+from migrator.analysis.ddp_options import unused_option_action
 from migrator.rule import Example, Rule
 
 
@@ -84,14 +84,7 @@ class EncoderPoolerUnused(Rule):
         patterns = analysis.patterns
         if patterns is None or not analysis.migrating or not patterns.ddp.poolers:
             return
-        call, _, _ = option_status(analysis, "kwargs_handlers")
-        # AM001 writes the option into the Accelerator it creates; one the script creates
-        # itself (with no kwargs_handlers) is the user's to change.
-        action = _BY_HAND if call is not None else _WRITTEN
+        action = unused_option_action(analysis)
         for pooler in patterns.ddp.poolers:
             family = pooler.family if pooler.family != "AutoModel" else "AutoModel, a BERT-like checkpoint"
             self.report(pooler.built, attribute=pooler.attribute, where=pooler.where, family=family, action=action)
-
-
-_WRITTEN = "the Accelerator needs"
-_BY_HAND = "give the script's Accelerator"

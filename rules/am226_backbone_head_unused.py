@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.analysis.options import option_status
+from migrator.analysis.ddp_options import unused_option_action
 from migrator.rule import Example, Rule
 
 
@@ -83,16 +83,9 @@ class BackboneHeadUnused(Rule):
         patterns = analysis.patterns
         if patterns is None or not analysis.migrating or not patterns.ddp.heads:
             return
-        call, _, _ = option_status(analysis, "kwargs_handlers")
-        # AM001 writes the option into the Accelerator it creates; one the script creates
-        # itself (with no kwargs_handlers) is the user's to change.
-        action = _BY_HAND if call is not None else _WRITTEN
+        action = unused_option_action(analysis)
         for unused in patterns.ddp.heads:
             self.report(
                 unused.built, attribute=unused.attribute, where=unused.where, family=unused.family,
                 head=unused.head, action=action,
             )
-
-
-_WRITTEN = "the Accelerator needs"
-_BY_HAND = "give the script's Accelerator"

@@ -15,6 +15,16 @@ _SPLITS = {
     "torch.utils.data.dataset.random_split": ("generator", 2, {"torch.manual_seed", "torch.random.manual_seed"}),
     "sklearn.model_selection.train_test_split": ("random_state", None, {"numpy.random.seed"}),
 }
+# A script whose split differs per process (AM958 shows the same one: rules import no rule).
+_UNSEEDED_SPLIT = (
+    "import torch\nfrom torch.utils.data import DataLoader, TensorDataset, random_split\n\n"
+    "data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))\n"
+    "train_set, val_set = random_split(data, [48, 16])\n"
+    "loader = DataLoader(train_set, batch_size=8, shuffle=True)\n"
+    "model = torch.nn.Linear(4, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    "for x, y in loader:\n    optimizer.zero_grad()\n    ((model(x) - y) ** 2).mean().backward()\n"
+    "    optimizer.step()\n"
+)
 # Seeding helpers that seed torch, NumPy and `random` at once.
 _SEED_ALL = {"accelerate.utils.set_seed", "accelerate.set_seed", "runtime.set_seed", "runtime.rng.set_seed",
              "transformers.set_seed", "pytorch_lightning.seed_everything", "lightning.seed_everything"}
@@ -59,20 +69,7 @@ class DataSplitPerProcess(Rule):
         "`{call}` splits the data at random without a seed, differently on every process: one process's validation "
         "samples are another's training samples; pass `{keyword}` (or seed {seeded} alike on every process first)"
     )
-    examples = (
-        Example(
-            before=(
-                "import torch\nfrom torch.utils.data import DataLoader, TensorDataset, random_split\n\n"
-                "data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))\n"
-                "train_set, val_set = random_split(data, [48, 16])\n"
-                "loader = DataLoader(train_set, batch_size=8, shuffle=True)\n"
-                "model = torch.nn.Linear(4, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-                "for x, y in loader:\n    optimizer.zero_grad()\n    ((model(x) - y) ** 2).mean().backward()\n"
-                "    optimizer.step()\n"
-            ),
-            at=("5:22",),
-        ),
-    )
+    examples = (Example(before=_UNSEEDED_SPLIT, at=("5:22",)),)
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis

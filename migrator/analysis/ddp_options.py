@@ -257,3 +257,12 @@ def _first_element(up: cst.CSTNode | None, value: cst.CSTNode) -> bool:
 
 def _read(facts: Facts, name: str, scope) -> bool:
     return any(n.name == name and n.scope is scope for n in facts.loads)
+
+
+def unused_option_action(analysis) -> str:
+    """How AM221/AM226 ask for `find_unused_parameters=True`: AM001 writes it into the
+    Accelerator it creates; one the script creates itself is the user's to change."""
+    from migrator.analysis.options import option_status
+
+    call, _, _ = option_status(analysis, "kwargs_handlers")
+    return "give the script's Accelerator" if call is not None else "the Accelerator needs"
