@@ -765,7 +765,26 @@ def _imported(path: str, tree: ast.Module, run: dict[str, str], root: str, trees
     bound = _bound_elsewhere(tree)
     modules = {k: v for k, v in modules.items() if k not in bound and v != path}
     functions = {k: v for k, v in functions.items() if k not in bound}
-    return modules, functions
+    return modules | _submodules(modules, run), functions
+
+
+def _submodules(modules: dict[str, str], run: dict[str, str]) -> dict[str, str]:
+    """`import torchreid`, then `torchreid.engine.ImageSoftmaxEngine(...)`: the modules of
+    the run inside an imported package, by the dotted names the file reaches them through."""
+    absolute = {name: path for path, name in run.items()}
+    out: dict[str, str] = {}
+    for local, target in modules.items():
+        if os.path.basename(target) != "__init__.py" or target not in absolute:
+            continue
+        folder = os.path.dirname(absolute[target])
+        for path, name in run.items():
+            if not path.startswith(folder + os.sep) or name == target:
+                continue
+            parts = os.path.splitext(os.path.relpath(path, folder))[0].split(os.sep)
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            if parts and all(p.isidentifier() for p in parts):
+                out[".".join([local, *parts])] = name
+    return out
 
 
 def _defined_in(
@@ -812,9 +831,20 @@ def _exported(tree: ast.Module, name: str) -> bool:
 def _target(func: ast.AST, modules: dict[str, str], functions: dict[str, tuple[str, str]]):
     if isinstance(func, ast.Name) and func.id in functions:
         return functions[func.id], func.id
-    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in modules:
-        return (modules[func.value.id], func.attr), f"{func.value.id}.{func.attr}"
+    owner = _chain(func.value) if isinstance(func, ast.Attribute) else None
+    if owner in modules:
+        return (modules[owner], func.attr), f"{owner}.{func.attr}"
     return None, None
+
+
+def _chain(node: ast.AST) -> str | None:
+    """`torchreid.engine` for that expression: a dotted name, or None for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        owner = _chain(node.value)
+        return owner and f"{owner}.{node.attr}"
+    return None
 
 
 def _instances(tree: ast.Module, modules, functions) -> dict[str, tuple[str, str]]:
