@@ -199,7 +199,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_entered": (b"import",), "project_states": (b"state_dict",),
         "project_enters": (b"import",), "project_called": (b"import",), "project_writers": (b"open(",),
         "project_loggers": (b"Writer(",), "project_inherits": (b"class ",), "project_print_silencers": (b".print",),
-        "project_evaluations": (b"import",), "project_placing": (b"import",),
+        "project_evaluations": (b"import",), "project_placing": (b"import",), "project_loaders": (b"DataLoader",),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:
@@ -220,7 +220,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_called": project.called_elsewhere, "project_writers": project.writer_calls,
         "project_loggers": project.logger_calls, "project_inherits": project.inheriting_calls,
         "project_print_silencers": project.print_silencer_calls, "project_evaluations": project.evaluation_calls,
-        "project_placing": project.placing_calls,
+        "project_placing": project.placing_calls, "project_loaders": project.loader_calls,
     }
     # who calls a file's functions counts only for callers that run under the launcher: a
     # file the run only reads may be a tool of its own (a search script starting runs)

@@ -19,7 +19,8 @@ _LIBRARY_API = {"evaluate": frozenset({"load", "combine", "evaluator", "list_eva
 # a word of the name that starts so (`train_one_epoch`, `runEpoch`, `Trainer`, `validate`),
 # not a piece of another word (`load_pretrained_state_dict`, `prune`) nor a loaded result (`trained`)
 _TRAINING_WORDS = re.compile(
-    r"(?:^|_|(?<=[a-z0-9])(?=[A-Z]))(?i:(?:pre|re)?train(?!ed)|eval|fit|test|valid|epoch|step|loop|run|infer|predict)",
+    r"(?:^|_|(?<=[a-z0-9])(?=[A-Z]))(?i:(?:pre|re)?train(?!ed)|eval|fit|test|valid|epoch|step|loop|run|infer|predict"
+    r"|engine|solver|learner)",
 )
 _EVALUATION_WORDS = re.compile(r"(?:^|_|(?<=[a-z0-9])(?=[A-Z]))(?i:eval|valid|val(?=_|$)|test|infer|predict)")
 _ADVICE = (

@@ -29,6 +29,8 @@ class Role(enum.Enum):
 _MODEL_FACTORIES = ("torchvision.models.", "timm.create_model", "transformers.")
 _EXTRA_OPTIMIZERS = {"AdamW", "Adafactor", "Lion", "LAMB", "Lamb", "AdamW8bit", "Adam8bit", "SGD"}
 _SCHEDULER_FACTORY = re.compile(r"^get_(\w*_)?schedule(r)?(_\w*)?$")
+# `build_optimizer(model, **kwargs)`, timm's `create_optimizer_v2(model, ...)`, `make_optimizer(cfg, net)`
+_OPTIMIZER_FACTORY = re.compile(r"^(build|make|create|get|init|setup|configure)_optim(izer)?(_v\d+)?$")
 _SWA = "torch.optim.swa_utils."
 _PASSTHROUGH_METHODS = {"to", "cuda", "cpu", "half", "float", "double", "bfloat16", "train", "eval"}
 
@@ -184,6 +186,7 @@ def assign_roles(
     _models_of_optimizers(facts, roles)
     for name in _wrapped_models(facts):
         roles.setdefault(name, Role.MODEL)
+    _optimizers_from_factories(facts, roles)
     for name in _other_loader_classes(facts, roles):
         del roles[name]
     _roles_by_use(facts, roles, backward_loops)
@@ -193,6 +196,22 @@ def assign_roles(
     if argument_roles:
         _roles_by_callee(facts, roles, argument_roles)
     return RoleTable(roles)
+
+
+def _optimizers_from_factories(facts: Facts, roles: dict[str, Role]) -> None:
+    """`optimizer = torchreid.optim.build_optimizer(model, **kwargs)`: a call named for
+    building an optimizer, handed a model or its parameters, returns one. The name alone
+    is not enough (`get_optimizer(cfg)` may return the class to call)."""
+    for b in facts.bindings:
+        value = b.value
+        if b.element is not None or b.name in roles or not isinstance(value, cst.Call):
+            continue
+        last = (dotted_name(value.func) or "").rsplit(".", 1)[-1]
+        if not _OPTIMIZER_FACTORY.match(last):
+            continue
+        handed = [dotted_name(peel_moves(a.value)) for a in value.args]
+        if any(roles.get(n or "") is Role.MODEL for n in handed) or parameter_owners(value, facts):
+            roles[b.name] = Role.OPTIMIZER
 
 
 def _models_of_optimizers(facts: Facts, roles: dict[str, Role]) -> None:
@@ -256,7 +275,7 @@ def _wrapped_models(facts: Facts) -> list[str]:
     what a script wraps for distribution by hand is a model, whatever it was built from."""
     out = []
     for b in facts.bindings:
-        value = b.value
+        value = peel_moves(b.value) if b.value is not None else None  # `nn.DataParallel(model).cuda()`
         if b.element is None and isinstance(value, cst.Call) and value.args:
             last = (facts.imports.qualify(value.func) or dotted_name(value.func) or "").rsplit(".", 1)[-1]
             if last in _DISTRIBUTED_WRAPS:  # `self.model = DDP(model.to(gpu), ...)` too

@@ -226,6 +226,14 @@ def _stepped_by(files: dict[str, FileIndex], f: FileIndex, threaded) -> tuple[st
     return tuple(sorted(out))
 
 
+def loader_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple]:
+    """For each file, its calls of the run's functions that return DataLoaders, as
+    Config.project_loaders takes them, also in a run that threads nothing: a set-up
+    migrated alone knows `train_loader = make_loader(...)` of data.py is a loader to
+    prepare with the model (else the engine it hands them to trains on all of it)."""
+    return {path: found for path, f in files.items() if (found := _loader_calls(files, f))}
+
+
 def _loader_calls(files: dict[str, FileIndex], f: FileIndex) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """This file's calls of functions of the run that return DataLoaders: (spelling, positions)."""
     out = set()

@@ -27,6 +27,36 @@ def check(pair: Pair) -> list[Problem]:
     return (
         list(_optimizers_and_models(pair)) + list(_training_loaders(pair)) + list(_unpreparable(pair))
         + list(_optimizers_alone(pair)) + list(_wrap_dropped(pair)) + list(_prepared_and_dropped(pair))
+        + list(_training_elsewhere_unsharded(pair))
+    )
+
+
+def _training_elsewhere_unsharded(pair: Pair) -> Iterator[Problem]:
+    """The model and its optimizer would be prepared, but no loader, and nothing in this
+    file runs a backward: the training runs in code they are handed to (an engine class of
+    the project, a library's trainer), which reads data this migration never shards, so
+    every process would train on all of it (deep-person-reid's main.py: `build_engine(cfg,
+    datamanager, model, optimizer, scheduler)`, the loaders built inside the data manager).
+    A call that passes the Accelerator on hands its training to a migrated engine."""
+    program = pair.after
+    kinds = [program.kind_of(a) if a else "other" for p in program.prepares for a in p.args]
+    if "loader" in kinds or "optimizer" not in kinds or "other" not in kinds:
+        return
+    if _has_backward(program.tree) or any(
+        k.arg == "accelerator" for n in program.nodes if isinstance(n, ast.Call) for k in n.keywords
+    ):
+        return
+    prepare = program.prepares[0]
+    models = {a for p in program.prepares for a in p.args if a and program.kind_of(a) == "other"}
+    optimizers = {a for p in program.prepares for a in p.args if a and program.kind_of(a) == "optimizer"}
+    if not any(_hands_over(call, models, optimizers) for call in program.nodes if isinstance(call, ast.Call)):
+        return
+    yield pair.at_after(
+        CODE, prepare.call,
+        "left as written: the model and its optimizer would be prepared, but no loader, and nothing in "
+        "this file trains: the code they are handed to trains them on data this migration never shards, "
+        "so every process would train on all of it; prepare the loaders with the model where they are "
+        "built, and migrate the training code with them",
     )
 
 
@@ -93,6 +123,15 @@ def _peel(node: ast.AST) -> ast.AST:
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("to", "cuda"):
         node = node.func.value
     return node
+
+
+def _hands_over(call: ast.Call, models: set[str], optimizers: set[str]) -> bool:
+    """`Engine(model, optimizer)`, `build_engine(cfg, data, model, optimizer=optimizer)`:
+    a call given a prepared model and its optimizer, all a training needs."""
+    if last(call_name(call)) == "prepare":
+        return False
+    given = {dotted(a) for a in call.args} | {dotted(k.value) for k in call.keywords}
+    return bool(given & models) and bool(given & optimizers)
 
 
 def _optimizers_alone(pair: Pair) -> Iterator[Problem]:

@@ -378,12 +378,12 @@ def test_move_removed_before_a_checkpoint_loader_rebinds_the_model() -> None:
     the prepare(): the loader hands the same model back, and prepare() places it."""
     before = (
         "import torch\ndef train(resume):\n    model = Net().to(device)\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "    if resume:\n        model, opt, epoch = utils.load_checkpoint(model, opt, 'ckpt.pt')\n    run(model, opt)\n"
+        "    if resume:\n        model, opt, epoch = utils.load_checkpoint(model, opt, 'ckpt.pt')\n    model(x).sum().backward()\n"
     )
     after = HEAD + (
         "accelerator = Accelerator()\ndef train(resume):\n    model = Net()\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "    if resume:\n        model, opt, epoch = utils.load_checkpoint(model, opt, 'ckpt.pt')\n"
-        "    model, opt = accelerator.prepare(model, opt)\n    run(model, opt)\n"
+        "    model, opt = accelerator.prepare(model, opt)\n    model(x).sum().backward()\n"
     )
     assert _codes(before, after) == []
 
@@ -392,11 +392,11 @@ def test_move_removed_before_a_call_that_needs_the_model_on_its_device() -> None
     """apex's `amp.initialize(model, opt)` checks that the model is on the GPU already."""
     before = (
         "import torch\nmodel = Net().to(device)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "model, opt = amp.initialize(model, opt)\nrun(model, opt)\n"
+        "model, opt = amp.initialize(model, opt)\nmodel(x).sum().backward()\n"
     )
     after = HEAD + (
         "accelerator = Accelerator()\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "model, opt = amp.initialize(model, opt)\nmodel, opt = accelerator.prepare(model, opt)\nrun(model, opt)\n"
+        "model, opt = amp.initialize(model, opt)\nmodel, opt = accelerator.prepare(model, opt)\nmodel(x).sum().backward()\n"
     )
     assert _codes(before, after) == [("AM953", 2)]
 
@@ -440,15 +440,34 @@ def test_the_engine_reports_silent_training_through_the_cli(tmp_path) -> None:
 
 
 def test_a_set_up_in_a_function_nothing_here_calls() -> None:
-    before = "import torch\ndef train(rank, model):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    fit(model, opt)\n"
+    before = "import torch\ndef train(rank, model):\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    model(x).sum().backward()\n"
     after = HEAD + (
         "def train(rank, model):\n    accelerator = Accelerator()\n"
         "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    model, opt = accelerator.prepare(model, opt)\n"
-        "    fit(model, opt)\n"
+        "    model(x).sum().backward()\n"
     )
     assert ("AM954", 3) in _codes(before, after)
     entry = after.replace("def train(rank, model)", "def main(rank, model)")
     assert _codes(before.replace("def train", "def main"), entry) == []
+
+
+def test_a_set_up_handing_its_training_elsewhere_without_a_loader_is_refused() -> None:
+    """`Engine(model, optimizer).run()`: the engine trains on data it reads itself, which no
+    prepare() here shards; with the loader prepared, or a backward here, the set-up is whole."""
+    before = "import torch\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nEngine(model, opt).run()\n"
+    after = HEAD + (
+        "accelerator = Accelerator()\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "model, opt = accelerator.prepare(model, opt)\nEngine(model, opt).run()\n"
+    )
+    assert _codes(before, after) == [("AM951", 4)]
+    with_loader = after.replace("prepare(model, opt)", "prepare(model, opt, train_loader)").replace(
+        "model, opt =", "model, opt, train_loader ="
+    )
+    assert _codes(before.replace("model = Net()", "model, train_loader = Net(), make_loader()"), with_loader.replace(
+        "model = Net()", "model, train_loader = Net(), make_loader()"
+    )) == []
+    handed_model_only = after.replace("Engine(model, opt)", "Engine(model)")
+    assert _codes(before, handed_model_only) == []
 
 
 # AM955: one distributed engine -------------------------------------------------------
