@@ -26,7 +26,7 @@ def check(pair: Pair) -> list[Problem]:
 
 def _loads_into_unwrapped(pair: Pair) -> Iterator[Problem]:
     before = pair.before
-    wrapped = {a.target for a in before.assigns if isinstance(a.value, ast.Call) and last(call_name(a.value)) in _WRAPS}
+    wrapped = {a.target for a in before.assigns if _is_wrap(a.value)}
     for call in before.calls:
         func = call.func
         owner = dotted(func.value) if isinstance(func, ast.Attribute) and func.attr == "load_state_dict" else None
@@ -41,6 +41,16 @@ def _loads_into_unwrapped(pair: Pair) -> Iterator[Problem]:
             return
 
 
+_MOVES = {"to", "cuda", "cpu", "half", "float"}
+
+
+def _is_wrap(value: ast.AST | None) -> bool:
+    """`DataParallel(model)`, also moved on the way: `nn.DataParallel(model).to(device)`."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _MOVES:
+        value = value.func.value
+    return isinstance(value, ast.Call) and last(call_name(value)) in _WRAPS
+
+
 def _wrapped_at(program: Program, owner: str, node: ast.AST, depth: int = 0) -> bool:
     """Whether `owner` is the wrapper where `node` loads into it: the latest binding above
     it in its scope is the wrap; in a method bound nowhere in it, wrapped at some
@@ -49,8 +59,7 @@ def _wrapped_at(program: Program, owner: str, node: ast.AST, depth: int = 0) -> 
     scope = program.scope_of.get(node)
     earlier = [a for a in program.assigns if a.scope is scope and a.target == owner and a.node.lineno < node.lineno]
     if earlier:
-        value = getattr(max(earlier, key=lambda a: a.node.lineno).node, "value", None)
-        return isinstance(value, ast.Call) and last(call_name(value)) in _WRAPS
+        return _is_wrap(getattr(max(earlier, key=lambda a: a.node.lineno).node, "value", None))
     cls = program.enclosing_class(scope) if scope is not None else None
     callers = program.callers_of(scope) if cls is not None and owner.startswith("self.") else []
     if depth >= 3 or not callers or any(

@@ -132,6 +132,30 @@ def test_a_model_handed_out_with_its_optimizer_whatever_the_factory_calls_it() -
     assert analysis.plan is not None and [g.names for g in analysis.plan.groups] == [("model", "optimizer", "loader")]
 
 
+def test_an_optimizer_from_a_factory_named_for_it_and_handed_the_model() -> None:
+    """deep-person-reid: `optimizer = torchreid.optim.build_optimizer(model, **kwargs)`
+    after `model = nn.DataParallel(model).cuda()`: the wrapped model is a model through
+    the move, and a call named for building an optimizer that is handed it returns one.
+    Handed no model (`get_optimizer(cfg)`, which may return the class), it is not."""
+    analysis = _analyze(
+        """
+        import torch
+        import torch.nn as nn
+        import torchreid
+
+        def main(cfg):
+            model = torchreid.models.build_model(cfg.name)
+            model = nn.DataParallel(model).cuda()
+            optimizer = torchreid.optim.build_optimizer(model, lr=0.1)
+            optimizer_class = get_optimizer(cfg)
+            engine = Engine(model, optimizer)
+        """
+    )
+    assert analysis.roles.of("model") is Role.MODEL
+    assert analysis.roles.of("optimizer") is Role.OPTIMIZER
+    assert analysis.roles.of("optimizer_class") is None
+
+
 def test_the_model_of_an_optimizer_known_by_its_use() -> None:
     """semseg: the optimizer's class comes from a factory, so only `optimizer.step()`
     says it is one; the model whose parameters it takes is a model all the same (its

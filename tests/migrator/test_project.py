@@ -618,6 +618,50 @@ def test_an_engines_autocast_stays_while_its_precision_cannot_reach_the_callers_
     assert held and "comes from the caller in another file" in held[0].message
 
 
+def test_a_class_reached_through_a_package_chain_is_the_run_s_own(tmp_path) -> None:
+    """deep-person-reid: `import torchreid`, then `torchreid.engine.ImageSoftmaxEngine(...)`,
+    the class re-exported by torchreid/engine/__init__.py from engine/image/softmax.py. The
+    index follows the chain to the file defining it (before, the call was nobody's: the
+    set-up had no finding of its own)."""
+    from migrator.project.index import index
+
+    sources = {
+        "main.py": b"import torchreid\n\ndef main(model, optimizer):\n    torchreid.engine.ImageSoftmaxEngine(model, optimizer).run()\n",
+        "torchreid/__init__.py": b"from torchreid import engine\n",
+        "torchreid/engine/__init__.py": b"from .image import ImageSoftmaxEngine\n",
+        "torchreid/engine/image/__init__.py": b"from .softmax import ImageSoftmaxEngine\n",
+        "torchreid/engine/image/softmax.py": b"class ImageSoftmaxEngine:\n    def __init__(self, model, optimizer):\n        self.model = model\n",
+    }
+    for path, data in sources.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_bytes(data)
+    files = index({str(tmp_path / p): d for p, d in sources.items()})
+    calls = files[str(tmp_path / "main.py")].calls
+    assert [(c.spelling, os.path.relpath(c.target[0], tmp_path), c.target[1]) for c in calls] == [
+        ("torchreid.engine.ImageSoftmaxEngine", os.path.join("torchreid", "engine", "image", "softmax.py"), "ImageSoftmaxEngine"),
+    ]
+
+
+def test_a_set_up_alone_prepares_the_loader_a_helper_beside_it_returns(tmp_path) -> None:
+    """The hook's case: train.py alone, its loader from data.py's `make_loader()` and its
+    training in engine.py. The helper is read: the loader is prepared with the model (before,
+    only the model and optimizer were, and the engine trained on all the data on every process)."""
+    data = textwrap.dedent('''\
+        import torch
+
+
+        def make_loader(batch_size):
+            data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+            return torch.utils.data.DataLoader(data, batch_size=batch_size, shuffle=True)
+    ''')
+    train = TRAIN.replace("import engine\n", "import engine\nfrom data import make_loader\n").replace(
+        "    train_loader = torch.utils.data.DataLoader(data, batch_size=8)\n", "    train_loader = make_loader(8)\n",
+    )
+    root = _project(tmp_path, **{"train.py": train, "engine.py": ENGINE, "data.py": data})
+    alone = _results([os.path.join(root, "train.py")])["train.py"]
+    assert "model, optimizer, train_loader = accelerator.prepare(model, optimizer, train_loader)" in alone.after, alone.after
+
+
 def test_objects_built_by_helpers_get_their_roles_from_the_engine_that_uses_them(tmp_path) -> None:
     """`model = build_model(cfg)` and `optimizer = build_optimizer(cfg, model)` come from a
     helper module the set-up cannot read; the engine zeroes the optimizer's gradients and

@@ -810,3 +810,19 @@ def test_meters_added_up_after_an_evaluation_count_the_repeated_samples(step: st
     found = [p for p in problems if p.code == "AM921"]
     assert bool(found) is said
     assert all(not p.blocking and p.line == 3 and "`meter`" in p.message for p in found)
+
+
+def test_a_checkpoint_loaded_into_a_wrapper_moved_on_the_way_is_named() -> None:
+    """clovaai's `model = torch.nn.DataParallel(model).to(device)`, then
+    `model.load_state_dict(torch.load(path))`: the pretrained files have `module.` keys, which
+    the plain model of the migration does not (with `strict=False`, nothing would load)."""
+    before = (
+        "import torch\nmodel = Net()\nmodel = torch.nn.DataParallel(model).to(device)\n"
+        "model.load_state_dict(torch.load(path), strict=False)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    )
+    after = HEAD + (
+        "accelerator = Accelerator()\nmodel = Net()\n"
+        "model.load_state_dict(torch.load(path), strict=False)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "model, opt = accelerator.prepare(model, opt)\n"
+    )
+    assert ("AM920", 4) in _codes(before, after)
