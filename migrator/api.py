@@ -76,8 +76,9 @@ def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | 
         return FileResult(path, FileStatus.FAILED, error=_error(path, 1, 1, "E002", f"cannot decode: {exc}"))
     # LibCST round-trips exactly: the text is the decoded input, no codegen needed.
     before = source if isinstance(source, str) else source.decode(module.encoding)
-    if not any(word in before for word in _RELEVANT) and not (config.project_called and ("makedirs" in before or "mkdir" in before)):
-        # no torch: nothing to migrate, unless a helper of a run makes directories every process makes (AM518)
+    if not any(word in before for word in _RELEVANT) and not (config.project_called and ("makedirs" in before or "mkdir" in before)) and not config.project_drives:
+        # no torch: nothing to migrate, unless a helper of a run makes directories every process makes (AM518),
+        # or the file runs the training of another file of the run (AM916)
         return FileResult(path, FileStatus.UNCHANGED, before, before, encoding=module.encoding)
     try:
         outcome = engine.migrate_verified(module, path, config, registry.select(config), source=before)
@@ -199,7 +200,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_entered": (b"import",), "project_states": (b"state_dict",),
         "project_enters": (b"import",), "project_called": (b"import",), "project_writers": (b"open(",),
         "project_loggers": (b"Writer(",), "project_inherits": (b"class ",), "project_print_silencers": (b".print",),
-        "project_evaluations": (b"import",), "project_placing": (b"import",), "project_loaders": (b"DataLoader",),
+        "project_evaluations": (b"import",), "project_placing": (b"import",), "project_loaders": (b"DataLoader",), "project_drives": (b"import",),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:
@@ -220,7 +221,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_called": project.called_elsewhere, "project_writers": project.writer_calls,
         "project_loggers": project.logger_calls, "project_inherits": project.inheriting_calls,
         "project_print_silencers": project.print_silencer_calls, "project_evaluations": project.evaluation_calls,
-        "project_placing": project.placing_calls, "project_loaders": project.loader_calls,
+        "project_placing": project.placing_calls, "project_loaders": project.loader_calls, "project_drives": project.driving_calls,
     }
     # who calls a file's functions counts only for callers that run under the launcher: a
     # file the run only reads may be a tool of its own (a search script starting runs)

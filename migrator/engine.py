@@ -267,7 +267,7 @@ def migrate_verified(
         return _lint(module, path, config, rules, source)
     outcome = migrate_module(module, path, config, rules, source=source)
     if outcome.code == source:
-        return _not_silent(outcome, path, source, config.run_callers)
+        return _not_silent(outcome, path, source, config.run_callers, config.project_drives)
     verify(outcome.code, path)
     from migrator.verify import verify as verify_migration  # pyflakes loads only when needed
 
@@ -296,7 +296,7 @@ def _lint(module: cst.Module, path: str, config: Config, rules: Sequence[type[Ru
     does (none fixable, with the reasons it is left as written)."""
     outcome = migrate_module(module, path, config, rules, source=source)
     if not any(f.fixable for f in outcome.findings):
-        return _not_silent(outcome, path, source, config.run_callers)
+        return _not_silent(outcome, path, source, config.run_callers, config.project_drives)
     written = migrate_verified(module, path, replace(config, fix=True), rules, source)
     refused = written.code == source and any(f.code.startswith("AM95") for f in written.findings)
     return replace(written, code=outcome.code) if refused else outcome
@@ -341,14 +341,20 @@ def _unsafe_to_write(lint: EngineOutcome) -> list:
     ]
 
 
-def _not_silent(outcome: EngineOutcome, path: str, source: str, called: frozenset[str] = frozenset()) -> EngineOutcome:
-    """A file that trains by hand and got no edit and no finding is reported (AM916);
+def _not_silent(
+    outcome: EngineOutcome, path: str, source: str, called: frozenset[str] = frozenset(), drives: tuple = (),
+) -> EngineOutcome:
+    """A file that trains by hand, or drives the training of another file of the run
+    (`drives`: Config.project_drives), and got no edit and no finding is reported (AM916);
     `called`: its names other files of the run call (its set-up is there, not missing)."""
-    if outcome.findings or "backward" not in source and "step(" not in source and "clip_grad" not in source:
+    if outcome.findings:
         return outcome
-    from migrator.verify.silence import silent_training
+    from migrator.verify.silence import driven_training, silent_training
 
-    found = tuple(_refusal(path, p) for p in silent_training(source, called))
+    trains_here = "backward" in source or "step(" in source or "clip_grad" in source
+    problems = silent_training(source, called) if trains_here else []
+    problems = problems or driven_training(source, drives)
+    found = tuple(_refusal(path, p) for p in problems)
     return replace(outcome, findings=found) if found else outcome
 
 

@@ -145,22 +145,32 @@ def called_elsewhere(sources: dict[str, bytes], files: dict[str, FileIndex]) -> 
     return {path: tuple(sorted(names)) for path, names in out.items()}
 
 
-def _instance_methods(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> set[tuple[tuple[str, str], str]]:
-    """The methods this file calls on instances of the run's classes (`solver = Solver(...)`,
-    `trainer = Trainer(model).cuda()`, then `solver.train()`): ((path, class), method)."""
+def instances_of(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> dict[str, tuple[str, str]]:
+    """Names this file binds to instances of the run's classes (`solver = Solver(...)`,
+    `trainer = Trainer(model).cuda()`): name → (path, class)."""
     made = {c.spelling: c.target for c in f.calls if _is_class(files, c.target)}
     if not made:
-        return set()
+        return {}
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return set()
+        return {}
     instances = dict(f.instances)
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             built = [made[s] for n in ast.walk(node.value) if isinstance(n, ast.Call) and (s := spelling_of(n.func)) in made]
             if built:
                 instances.setdefault(node.targets[0].id, built[0])
+    return instances
+
+
+def _instance_methods(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> set[tuple[tuple[str, str], str]]:
+    """The methods this file calls on instances of the run's classes (`solver = Solver(...)`,
+    `trainer = Trainer(model).cuda()`, then `solver.train()`): ((path, class), method)."""
+    instances = instances_of(source, f, files)
+    if not instances:
+        return set()
+    tree = ast.parse(source)
     found = set()
     for node in ast.walk(tree):
         func = node.func if isinstance(node, ast.Call) else None

@@ -831,18 +831,18 @@ def _exported(tree: ast.Module, name: str) -> bool:
 def _target(func: ast.AST, modules: dict[str, str], functions: dict[str, tuple[str, str]]):
     if isinstance(func, ast.Name) and func.id in functions:
         return functions[func.id], func.id
-    owner = _chain(func.value) if isinstance(func, ast.Attribute) else None
+    owner = chain(func.value) if isinstance(func, ast.Attribute) else None
     if owner in modules:
         return (modules[owner], func.attr), f"{owner}.{func.attr}"
     return None, None
 
 
-def _chain(node: ast.AST) -> str | None:
+def chain(node: ast.AST) -> str | None:
     """`torchreid.engine` for that expression: a dotted name, or None for anything else."""
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
-        owner = _chain(node.value)
+        owner = chain(node.value)
         return owner and f"{owner}.{node.attr}"
     return None
 

@@ -9,6 +9,7 @@ left as written.
 from __future__ import annotations
 
 import ast
+import os
 from typing import Iterator
 
 from migrator.verify.pair import Problem
@@ -30,6 +31,27 @@ def silent_training(text: str, called: frozenset[str] = frozenset()) -> list[Pro
         Problem(CODE, call.lineno, call.col_offset + 1, _reason(what, _owner(program, call), called))
         for what, call in found
     ]
+
+
+def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str], ...]) -> list[Problem]:
+    """The calls by which an unmigrated file runs the training of another file of the run
+    (`trainer.train_step(...)` of a FasterRCNNTrainer whose methods call backward):
+    project/drives.py. The first one is named, once per function or class."""
+    program = Program.parse(text)
+    if program is None or program.prepares or _has_accelerator(program):
+        return []
+    out, seen = [], set()
+    for spelling, line, col, file, name in drives:
+        if name in seen:
+            continue
+        seen.add(name)
+        out.append(Problem(
+            CODE, line, col,
+            f"`{spelling}(...)` runs the training of `{name}` ({os.path.basename(file)}), but nothing here was "
+            "migrated or reported: the two need the Accelerator together; migrate this file with that one in one "
+            "run (its findings say what stands in the way), or pass the Accelerator in by hand",
+        ))
+    return out[:_LIMIT]
 
 
 def _reason(what: str, owner: str | None, called: frozenset[str]) -> str:

@@ -1706,3 +1706,46 @@ def test_an_evaluator_that_moves_only_its_targets_is_refused_for_its_inputs(tmp_
     files["evaluators.py"] = moving
     result = _results([_project(tmp_path / "moving", **files)])["train.py"]
     assert not any(f.code == "AM953" for f in result.findings)
+
+
+def test_a_file_driving_the_training_of_another_file_is_never_passed_in_silence(tmp_path) -> None:
+    """chenyuntc's train.py draws the batches and calls `trainer.train_step(...)` of a class
+    of trainer.py whose methods run the backward and the step; it calls no backward itself.
+    Alone (the pre-commit hook's case) it got no finding at all: the method that trains is
+    named now (AM916), not the constructor or a method that only loads."""
+    trainer = textwrap.dedent('''\
+        import torch
+
+
+        class Trainer:
+            def __init__(self, net):
+                self.net = net
+                self.optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+
+            def load(self, path):
+                self.net.load_state_dict(torch.load(path))
+
+            def train_step(self, x, y):
+                self.optimizer.zero_grad()
+                self.update(torch.nn.functional.mse_loss(self.net(x), y))
+
+            def update(self, loss):
+                loss.backward()
+                self.optimizer.step()
+    ''')
+    train = textwrap.dedent('''\
+        from trainer import Trainer
+        from nets import build_net
+
+
+        def main(batches, path):
+            trainer = Trainer(build_net())
+            trainer.load(path)
+            for x, y in batches:
+                trainer.train_step(x, y)
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "trainer.py": trainer})
+    alone = _results([os.path.join(root, "train.py")])["train.py"]
+    named = [(f.code, f.start.line) for f in alone.findings]
+    assert named == [("AM916", 9)], alone.findings
+    assert "`trainer.train_step(...)` runs the training of `Trainer` (trainer.py)" in alone.findings[0].message
