@@ -267,7 +267,7 @@ def migrate_verified(
         return _lint(module, path, config, rules, source)
     outcome = migrate_module(module, path, config, rules, source=source)
     if outcome.code == source:
-        return _not_silent(outcome, path, source, config.run_callers, config.project_drives)
+        return _not_silent(outcome, path, source, config.run_callers, _drives(config))
     verify(outcome.code, path)
     from migrator.verify import verify as verify_migration  # pyflakes loads only when needed
 
@@ -296,7 +296,7 @@ def _lint(module: cst.Module, path: str, config: Config, rules: Sequence[type[Ru
     does (none fixable, with the reasons it is left as written)."""
     outcome = migrate_module(module, path, config, rules, source=source)
     if not any(f.fixable for f in outcome.findings):
-        return _not_silent(outcome, path, source, config.run_callers, config.project_drives)
+        return _not_silent(outcome, path, source, config.run_callers, _drives(config))
     written = migrate_verified(module, path, replace(config, fix=True), rules, source)
     refused = written.code == source and any(f.code.startswith("AM95") for f in written.findings)
     return replace(written, code=outcome.code) if refused else outcome
@@ -341,6 +341,14 @@ def _unsafe_to_write(lint: EngineOutcome) -> list:
     ]
 
 
+def _drives(config: Config) -> tuple:
+    """The file's calls that run another file's training (Config.project_drives), less those
+    of classes and functions that create the Accelerator themselves (Config.project_enters):
+    their file is migrated on its own, and this one has nothing to hand them."""
+    entering = {spelling.rpartition(".")[2] for spelling in config.project_enters}
+    return tuple(d for d in config.project_drives if d[4] not in entering)
+
+
 def _not_silent(
     outcome: EngineOutcome, path: str, source: str, called: frozenset[str] = frozenset(), drives: tuple = (),
 ) -> EngineOutcome:
@@ -351,7 +359,7 @@ def _not_silent(
         return outcome
     from migrator.verify.silence import driven_training, silent_training
 
-    trains_here = "backward" in source or "step(" in source or "clip_grad" in source
+    trains_here = "backward" in source or "step(" in source or "clip_grad" in source or "DataParallel" in source
     problems = silent_training(source, called) if trains_here else []
     problems = problems or driven_training(source, drives)
     found = tuple(_refusal(path, p) for p in problems)

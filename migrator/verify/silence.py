@@ -27,10 +27,34 @@ def silent_training(text: str, called: frozenset[str] = frozenset()) -> list[Pro
     if program is None or program.prepares or _has_accelerator(program):
         return []  # already migrated: its remaining steps are the Accelerator's own
     found = list(_training_calls(program))[:_LIMIT]
+    if not found:
+        return list(_wrapped_for_training(program, text))
     return [
         Problem(CODE, call.lineno, call.col_offset + 1, _reason(what, _owner(program, call), called))
         for what, call in found
     ]
+
+
+_WRAPS = ("DataParallel", "DistributedDataParallel", "DataParallelWithCallback")
+
+
+def _wrapped_for_training(program: Program, text: str) -> Iterator[Problem]:
+    """yassouali's BaseTrainer: `__init__` wraps the model in DataParallel and builds its
+    optimizer through a factory (`get_instance(torch.optim, ...)`), the subclass in another
+    file runs the backward. Nothing here calls backward, and no set-up is readable: the
+    wrap, in a file that builds an optimizer, is named (once)."""
+    if "optim" not in text:
+        return
+    for call in program.calls:
+        if last(call_name(call)) in _WRAPS:
+            yield Problem(
+                CODE, call.lineno, call.col_offset + 1,
+                f"`{call_name(call)}(...)` wraps a model this file builds an optimizer for, but nothing here was "
+                "migrated or reported: its set-up could not be read whole (an optimizer or loaders from a factory, "
+                "or the training loop in another file); migrate it by hand, preparing the model, its optimizer and "
+                "its loaders together in place of the wrap",
+            )
+            return
 
 
 def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str], ...]) -> list[Problem]:
