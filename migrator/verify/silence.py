@@ -71,9 +71,9 @@ def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str], ...
         seen.add(name)
         out.append(Problem(
             CODE, line, col,
-            f"`{spelling}(...)` runs the training of `{name}` ({os.path.basename(file)}), but nothing here was "
-            "migrated or reported: the two need the Accelerator together; migrate this file with that one in one "
-            "run (its findings say what stands in the way), or pass the Accelerator in by hand",
+            f"`{spelling}(...)` runs the training of `{name}` ({os.path.basename(file)}), which needs the Accelerator, "
+            "but nothing here was migrated or reported: the two are migrated together or not at all (give both files "
+            f"to one run; the findings of {os.path.basename(file)} say what stands in the way)",
         ))
     return out[:_LIMIT]
 

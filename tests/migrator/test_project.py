@@ -1749,4 +1749,4 @@ def test_a_file_driving_the_training_of_another_file_is_never_passed_in_silence(
     alone = _results([os.path.join(root, "train.py")])["train.py"]
     named = [(f.code, f.start.line) for f in alone.findings]
     assert named == [("AM916", 9)], alone.findings
-    assert "`trainer.train_step(...)` runs the training of `Trainer` (trainer.py)" in alone.findings[0].message
+    assert "`trainer.train_step(...)` runs the training of `Trainer` (trainer.py), which needs" in alone.findings[0].message
