@@ -12,6 +12,13 @@ class UnmigratedTrainingCode(Rule):
     finding, the first few of those calls are named. It is the last safety net behind the
     rules, so that no file with training code is passed over with "Nothing to migrate".
 
+    Two shapes without a backward of their own are named too: a file that wraps a model
+    in `DataParallel` and builds its optimizer where no set-up could be read (a base
+    trainer whose optimizer comes from a factory), and a file that runs the training of
+    another file of the project (`trainer.train_step(...)` on a class whose methods call
+    backward, `engine.train(...)`) and was neither migrated nor reported, alone (the
+    pre-commit hook's case) or in a run that could not migrate the two together.
+
     ## Why is this bad?
     Training code whose set-up lives elsewhere (a `Trainer` subclass whose model and
     optimizer come from a base class in another module, a framework-style loop) trains
