@@ -270,16 +270,26 @@ def migrate_verified(
         return _not_silent(outcome, path, source, config.run_callers, _drives(config))
     verify(outcome.code, path)
     from migrator.verify import verify as verify_migration  # pyflakes loads only when needed
+    from migrator.verify.distribution import OTHER_ENGINE
 
     problems = verify_migration(source, outcome.code, frozenset(config.project_entered), frozenset(config.project_placing))
     unsafe = any(f.code in _UNSAFE_TO_WRITE for f in outcome.findings)
     if not unsafe and not any(p.blocking for p in problems):
         notes = tuple(_refusal(path, p) for p in problems)  # at the original's lines, like fixed findings
         return replace(outcome, findings=outcome.findings + notes) if notes else outcome
+    whole = [p for p in problems if p.blocking and p.message.startswith(OTHER_ENGINE)]
+    if whole:  # left whole: advice on converting it (prepare this, drop that wrap) would contradict the refusal
+        return EngineOutcome(module, tuple(_refusal(path, p) for p in whole), code=source)
     lint = migrate_module(module, path, replace(config, fix=False), rules, source=source)
     kept = tuple(replace(f, fixable=False, unsafe_fix=False) for f in lint.findings)
     refusals = tuple(_refusal(path, p) for p in [*problems, *_unsafe_to_write(lint)] if p.blocking or p.code in _TRUE_UNWRITTEN)
     return EngineOutcome(module, kept + refusals, code=source)
+
+
+# A script distributed by another engine (FSDP, DeepSpeed, Horovod, ...) is left whole:
+# AM955 says so, and only that (reader R1, sixteenth session: OLMo's AM201/AM210/AM911 told
+# the user to prepare and re-wrap an FSDP model). Hand-made distribution that the
+# migration could not take apart keeps its findings: they name the pieces to convert.
 
 
 # Notes of the verifier about what the original means, true whether or not the migration

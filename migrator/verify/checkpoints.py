@@ -35,10 +35,27 @@ def _loads_into_unwrapped(pair: Pair) -> Iterator[Problem]:
                 CODE, call.lineno, call.col_offset + 1,
                 f"checkpoints saved by the wrapped `{dotted(func.value)}` have keys starting with `module.`; "
                 "after the migration this load goes into the plain model, so old checkpoints no longer "
-                "match: strip the prefix (`{k.removeprefix('module.'): v for k, v in state.items()}`)",
+                "match: strip the prefix (`{k.removeprefix('module.'): v for k, v in state.items()}`)"
+                + (_SAVED_PLAIN if _saves_state_of(before, owner) else ""),
                 blocking=False,
             )
             return
+
+
+# the other way round (reader R1, sixteenth session: clovaai's test.py and demo.py wrap the
+# model in DataParallel and load strictly what train.py saves)
+_SAVED_PLAIN = (
+    "; the other way round, the checkpoints this script writes now have no prefix, so another script "
+    "that wraps the model before loading them (an evaluation, a demo) needs the same change"
+)
+
+
+def _saves_state_of(program: Program, owner: str) -> bool:
+    """The script saves the wrapped model's state dict (`torch.save(model.state_dict(), path)`)."""
+    return any(
+        last(call_name(c)) == "save" and f"{owner}.state_dict()" in ast.unparse(c)
+        for c in program.calls
+    )
 
 
 _MOVES = {"to", "cuda", "cpu", "half", "float"}

@@ -19,6 +19,9 @@ from migrator.verify.pair import Pair, Problem
 from migrator.verify.program import Program, call_name, dotted, last
 
 CODE = "AM955"
+# how the refusal of a script distributed by another engine begins: the engine reports
+# that refusal alone (migrator/engine.py)
+OTHER_ENGINE = "left as written: the script already distributes with"
 _ENGINES = {
     "horovod": "Horovod", "deepspeed": "DeepSpeed", "apex": "NVIDIA apex", "fairscale": "fairscale",
     "colossalai": "ColossalAI", "megatron": "Megatron", "torch.distributed.fsdp": "FSDP",
@@ -146,7 +149,7 @@ def _other_engine(pair: Pair) -> Iterator[Problem]:
             if engine:
                 yield Pair.at_before(
                     CODE, node,
-                    f"left as written: the script already distributes with {engine} (`{name}`); "
+                    f"{OTHER_ENGINE} {engine} (`{name}`); "
                     "adding the Accelerator would run two engines (gradients reduced twice, two "
                     "process groups); convert it by hand or keep it as it is",
                 )

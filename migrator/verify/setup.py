@@ -53,10 +53,11 @@ def _training_elsewhere_unsharded(pair: Pair) -> Iterator[Problem]:
         return
     yield pair.at_after(
         CODE, prepare.call,
-        "left as written: the model and its optimizer would be prepared, but no loader, and nothing in "
-        "this file trains: the code they are handed to trains them on data this migration never shards, "
-        "so every process would train on all of it; prepare the loaders with the model where they are "
-        "built, and migrate the training code with them",
+        "left as written: the model and its optimizer would be prepared with no loader, and nothing in "
+        "this file trains: the code they are handed to trains them on data no prepare() here shards (a "
+        "loader it builds, or one it reaches through an object it is handed, such as a data manager), so "
+        "every process would train on all of it; prepare the training loader with the model in this "
+        "file and hand on the prepared one, migrating the training code with it",
     )
 
 

@@ -826,3 +826,37 @@ def test_a_checkpoint_loaded_into_a_wrapper_moved_on_the_way_is_named() -> None:
         "model, opt = accelerator.prepare(model, opt)\n"
     )
     assert ("AM920", 4) in _codes(before, after)
+    problem = next(p for p in verify(before, after) if p.code == "AM920")
+    assert "the other way round" not in problem.message  # it saves nothing
+    saving = "torch.save(model.state_dict(), 'best.pth')\n"
+    problem = next(p for p in verify(before + saving, after + saving) if p.code == "AM920")
+    assert "another script that wraps the model before loading them" in problem.message
+
+
+def test_a_script_distributed_by_another_engine_gets_the_refusal_alone() -> None:
+    """OLMo: FSDP, its own process group and a loader sharded by rank. The refusal (AM955)
+    is the whole answer: the rules' advice on converting it (prepare the model, drop the
+    wrap, use the Accelerator's collectives) would contradict it (reader R1, sixteenth session)."""
+    from migrator.api import migrate_source
+
+    source = textwrap.dedent("""\
+        import torch
+        import torch.distributed as dist
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+
+        def main(loader):
+            dist.init_process_group("nccl")
+            torch.cuda.set_device(dist.get_rank())
+            model = FSDP(torch.nn.Linear(4, 2).cuda())
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            for x, y in loader:
+                loss = torch.nn.functional.cross_entropy(model(x.cuda()), y.cuda())
+                loss.backward()
+                optimizer.step()
+                print(loss.item())
+    """)
+    result = migrate_source(source, "train.py")
+    assert result.after in (None, source)
+    assert [f.code for f in result.findings] == ["AM955"], result.findings
+    assert "already distributes with FSDP" in result.findings[0].message
