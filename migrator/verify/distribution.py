@@ -146,6 +146,8 @@ def _other_engine(pair: Pair) -> Iterator[Problem]:
                     yield Pair.at_before(CODE, node, _APEX_AMP.format(name=name))
                 return
             engine = next((e for prefix, e in _ENGINES.items() if name == prefix or name.startswith(prefix + ".")), None)
+            if engine == "NVIDIA apex" and not _apex_distributes(pair.before):
+                continue  # its fused optimizers, its SyncBatchNorm: they work under the Accelerator's DDP
             if engine:
                 yield Pair.at_before(
                     CODE, node,
@@ -156,7 +158,27 @@ def _other_engine(pair: Pair) -> Iterator[Problem]:
                 return
 
 
+def _apex_distributes(program: Program) -> bool:
+    """apex wraps the model itself (`apex.parallel.DistributedDataParallel`, `DDP` imported from
+    `apex.parallel`). SupContrast imports apex for `convert_syncbn_model` and FusedAdam only."""
+    for node in program.nodes:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("apex.parallel"):
+            if any(a.name in ("DistributedDataParallel", "DDP") for a in node.names):
+                return True
+        if isinstance(node, ast.Attribute) and node.attr in ("DistributedDataParallel", "DDP"):
+            if (dotted(node.value) or "").startswith("apex"):
+                return True
+    return False
+
+
 def _imports_apex_amp(program: Program) -> bool:
+    """apex.amp imported and used (`amp.initialize`, `amp.scale_loss`): SupContrast imports it
+    beside its fused optimizers and never calls it."""
+    used = any(
+        isinstance(n, ast.Attribute) and (dotted(n) or "").startswith(("amp.", "apex.amp.")) for n in program.nodes
+    )
+    if not used:
+        return False
     for node in program.nodes:
         if isinstance(node, ast.Import) and any(a.name.startswith("apex.amp") for a in node.names):
             return True

@@ -489,8 +489,9 @@ def test_a_script_distributed_by_another_engine_is_left_whole() -> None:
 def test_which_parts_of_apex_are_another_engine(line: str, refused: str | None) -> None:
     """apex.amp is mixed precision by hand (refused with what to convert it to), apex.parallel
     a distributed engine; fused optimizers work under the Accelerator's wrap."""
-    before = f"import torch\n{line}\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-    after = HEAD + f"{line}\naccelerator = Accelerator()\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel, opt = accelerator.prepare(model, opt)\n"
+    use = "model, opt = amp.initialize(model, opt)\n" if "amp" in line else ""
+    before = f"import torch\n{line}\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n{use}"
+    after = HEAD + f"{line}\naccelerator = Accelerator()\nmodel = Net()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n{use}model, opt = accelerator.prepare(model, opt)\n"
     problems = [p for p in verify(before, after) if p.code == "AM955"]
     if refused is None:
         assert problems == []
@@ -860,3 +861,17 @@ def test_a_script_distributed_by_another_engine_gets_the_refusal_alone() -> None
     assert result.after in (None, source)
     assert [f.code for f in result.findings] == ["AM955"], result.findings
     assert "already distributes with FSDP" in result.findings[0].message
+
+
+def test_apex_imported_for_its_sync_batchnorm_and_an_unused_amp_is_no_other_engine() -> None:
+    """SupContrast: `import apex; from apex import amp, optimizers` for `--syncBN`
+    (`apex.parallel.convert_syncbn_model`), amp never called. apex's SyncBatchNorm works under
+    the Accelerator's DDP; only its own DistributedDataParallel, or amp in use, keeps the file whole."""
+    head = "import torch\ntry:\n    import apex\n    from apex import amp, optimizers\nexcept ImportError:\n    pass\n"
+    body = "model = apex.parallel.convert_syncbn_model(Net())\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    after = head.replace("import torch\n", HEAD) + "accelerator = Accelerator()\n" + body + "model, opt = accelerator.prepare(model, opt)\n"
+    assert [c for c in _codes(head + body, after) if c[0] == "AM955"] == []
+    wrapped = body + "model = apex.parallel.DistributedDataParallel(model)\n"
+    assert ("AM955", 3) in _codes(head + wrapped, after + "model = apex.parallel.DistributedDataParallel(model)\n")
+    scaled = body + "with amp.scale_loss(loss, opt) as scaled:\n    scaled.backward()\n"
+    assert [c for c in _codes(head + scaled, after + "with amp.scale_loss(loss, opt) as scaled:\n    scaled.backward()\n") if c[0] == "AM955"]
