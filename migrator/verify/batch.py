@@ -16,7 +16,7 @@ from migrator.verify.pair import Pair, Problem
 from migrator.verify.program import call_name, last
 
 CODE = "AM917"
-_PROCESS_COUNT = re.compile(r"world_size|ngpus|n_gpu|num_gpus|nprocs|device_count|get_world_size|nproc")
+_PROCESS_COUNT = re.compile(r"world_size|ngpus|n_gpu|num_gpu|nprocs|device_count|get_world_size|nproc|gpu_count")
 
 
 # `accelerator.num_processes > 1`: a test of whether several processes run (a launch flag
@@ -27,7 +27,7 @@ _LAUNCH_TEST = re.compile(r"num_processes\s*(?:==|!=|>|<=)\s*1\b")
 def check(pair: Pair) -> list[Problem]:
     if "num_processes" in _LAUNCH_TEST.sub("", pair.after_text) or not pair.after.prepares:
         return []
-    return list(_data_parallel_dropped(pair)) + list(_division_dropped(pair))
+    return list(_data_parallel_dropped(pair)) + list(_division_dropped(pair)) + list(_multiplied_by_gpus(pair))
 
 
 def _data_parallel_dropped(pair: Pair) -> Iterator[Problem]:
@@ -54,6 +54,43 @@ def _division_dropped(pair: Pair) -> Iterator[Problem]:
                     "take the whole batch: use `accelerator.num_processes` to keep the meaning",
                 )
                 return
+
+
+_PER_GPU = re.compile(r"batch|workers")
+
+
+def _multiplied_by_gpus(pair: Pair) -> Iterator[Problem]:
+    """`opt.batch_size = opt.batch_size * opt.num_gpu` (clovaai, with `opt.workers * opt.num_gpu`):
+    a DataParallel script sizes one process's batch and loader workers for every GPU of the
+    machine. Under the launcher each process runs that line too, with one GPU of its own: N
+    times the batch and the workers in each process (reader R1, sixteenth session)."""
+    told = set()
+    for node in pair.after.nodes:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.BinOp):
+            target, value = node.targets[0], node.value
+            if not isinstance(value.op, ast.Mult):
+                continue
+            counts = [side for side in (value.left, value.right) if _PROCESS_COUNT.search(ast.unparse(side))]
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Mult):
+            target, counts = node.target, [node.value] if _PROCESS_COUNT.search(ast.unparse(node.value)) else []
+        else:
+            continue
+        found = _PER_GPU.search(ast.unparse(target).lower())
+        if found and counts and found.group() not in told:
+            told.add(found.group())
+            yield _note_after(
+                pair, node,
+                f"`{ast.unparse(node)}` sizes one process for every GPU of the machine (as DataParallel "
+                "needed); under the launcher each process runs it with one GPU of its own, so each takes "
+                f"{'N times the batch' if found.group() == 'batch' else 'N times the loader workers'}: "
+                "drop the factor (or divide by `accelerator.num_processes`)",
+            )
+
+
+def _note_after(pair: Pair, node: ast.AST, message: str) -> Problem:
+    """A note at the original's line of `node` of the migrated text."""
+    problem = pair.at_after(CODE, node, message)
+    return Problem(problem.code, problem.line, problem.col, problem.message, blocking=False)
 
 
 def _note(node: ast.AST, message: str) -> Problem:

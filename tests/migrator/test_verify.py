@@ -875,3 +875,17 @@ def test_apex_imported_for_its_sync_batchnorm_and_an_unused_amp_is_no_other_engi
     assert ("AM955", 3) in _codes(head + wrapped, after + "model = apex.parallel.DistributedDataParallel(model)\n")
     scaled = body + "with amp.scale_loss(loss, opt) as scaled:\n    scaled.backward()\n"
     assert [c for c in _codes(head + scaled, after + "with amp.scale_loss(loss, opt) as scaled:\n    scaled.backward()\n") if c[0] == "AM955"]
+
+
+def test_a_batch_and_workers_sized_for_every_gpu_are_named() -> None:
+    """clovaai: `opt.batch_size = opt.batch_size * opt.num_gpu` and `opt.workers = opt.workers *
+    opt.num_gpu` sized DataParallel's one process; each launched process runs them too (reader
+    R1, sixteenth session). A learning rate scaled by the GPU count is not a batch."""
+    lines = (
+        "opt.num_gpu = torch.cuda.device_count()\nopt.batch_size = opt.batch_size * opt.num_gpu\n"
+        "opt.workers = opt.workers * opt.num_gpu\nopt.lr = opt.lr * opt.num_gpu\n"
+    )
+    before = "import torch\n" + lines + "model = Net()\nopt_ = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    after = HEAD + "accelerator = Accelerator()\n" + lines + "model = Net()\nopt_ = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel, opt_ = accelerator.prepare(model, opt_)\n"
+    notes = [p for p in verify(before, after) if p.code == "AM917"]
+    assert [(p.line, "batch" in p.message, "workers" in p.message) for p in notes] == [(3, True, False), (4, False, True)]
