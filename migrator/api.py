@@ -198,7 +198,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_unused": (b"transformers", b"torchvision"), "project_distribution": (b"init_process_group", b"get_rank", b"FileHandler", b"basicConfig"),
         "project_roles": (b"import",), "project_downloads": (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo"), "project_meters": (b".update(",),
         "project_entered": (b"import",), "project_states": (b"state_dict",),
-        "project_enters": (b"import",), "project_called": (b"import",), "project_writers": (b"open(",),
+        "project_enters": (b"import",), "project_called": (b"import",), "project_called_any": (b"import",), "project_writers": (b"open(",),
         "project_loggers": (b"Writer(",), "project_inherits": (b"class ",), "project_print_silencers": (b".print",),
         "project_evaluations": (b"import",), "project_placing": (b"import",), "project_loaders": (b"DataLoader",), "project_drives": (b"import",),
     }
@@ -218,7 +218,8 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_roles": project.role_calls, "project_downloads": project.download_calls,
         "project_meters": project.meter_calls, "project_entered": project.entered_calls,
         "project_states": project.state_calls, "project_enters": project.entering_calls,
-        "project_called": project.called_elsewhere, "project_writers": project.writer_calls,
+        "project_called": project.called_elsewhere, "project_called_any": project.called_elsewhere,
+        "project_writers": project.writer_calls,
         "project_loggers": project.logger_calls, "project_inherits": project.inheriting_calls,
         "project_print_silencers": project.print_silencer_calls, "project_evaluations": project.evaluation_calls,
         "project_placing": project.placing_calls, "project_loaders": project.loader_calls, "project_drives": project.driving_calls,

@@ -272,7 +272,12 @@ def migrate_verified(
     from migrator.verify import verify as verify_migration  # pyflakes loads only when needed
     from migrator.verify.distribution import OTHER_ENGINE
 
-    problems = verify_migration(source, outcome.code, frozenset(config.project_entered), frozenset(config.project_placing))
+    # names other files of the run call that the run does not thread (its callers' stub calls those it does)
+    called = config.project_called_any or config.project_called
+    unthreaded = frozenset(n for n in called if "." not in n and f"{n}(" not in config.project_callers)
+    problems = verify_migration(
+        source, outcome.code, frozenset(config.project_entered), frozenset(config.project_placing), unthreaded,
+    )
     unsafe = any(f.code in _UNSAFE_TO_WRITE for f in outcome.findings)
     if not unsafe and not any(p.blocking for p in problems):
         notes = tuple(_refusal(path, p) for p in problems)  # at the original's lines, like fixed findings

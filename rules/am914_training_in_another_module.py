@@ -189,14 +189,17 @@ class TrainingInAnotherModule(Rule):
                 continue
             seen.add(qualified)
             shared = _shared_through_methods(analysis, c.node)
-            advice = self._advice(c.func, module, what, inherits, members, through_methods=bool(shared))
+            # handed only loaders left out of prepare(): it evaluates all of the data on every process
+            whole = "" if shared or _loaders(analysis, c.node, prepared=True) else _whole_loaders(analysis, c.node)
+            advice = self._advice(c.func, module, what, inherits, members, through_methods=bool(shared), reads_whole=bool(whole))
             if shared:
                 advice += _SHARE.format(loaders=", ".join(shared))
+            advice += whole
             self.report(c.node, call=c.func or function, module=module, what=what, advice=advice)
 
     def _advice(
         self, call: str, module: str, what: str, inherits: dict[str, tuple[str, str]], members: set[str],
-        through_methods: bool = False,
+        through_methods: bool = False, reads_whole: bool = False,
     ) -> str:
         """Why the Accelerator does not reach a training function of another module. One
         named for an evaluation and handed no optimizer (here, or by what its body does with
@@ -204,7 +207,7 @@ class TrainingInAnotherModule(Rule):
         either, for its prints alone."""
         by_use = {role for spelling, keys in self.ctx.config.project_roles if spelling == call for _, role in keys}
         evaluates = "optimizer" not in what and "optimizer" not in by_use and _EVALUATION_WORDS.search(call.rpartition(".")[2])
-        if evaluates and "loader" not in what and not through_methods:
+        if evaluates and ("loader" not in what or reads_whole) and not through_methods:
             # handed no loader: it reads its data set whole, so every process computes the
             # metrics of all of it (right, N times over); only what it prints is repeated
             parts = "prints (it reads its data whole: each process evaluates all of it)"

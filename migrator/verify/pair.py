@@ -33,16 +33,19 @@ class Pair:
     called_elsewhere: frozenset[str] = frozenset()
     # calls of the run's code that moves tensors to a device itself (project/decide.py)
     placing: frozenset[str] = frozenset()
+    # top-level names of this file that other files of the run call, and that the run does
+    # not thread: a parameter the migration makes required there is never passed
+    called_unthreaded: frozenset[str] = frozenset()
 
     @classmethod
     def of(
         cls, before_text: str, after_text: str, called_elsewhere: frozenset[str] = frozenset(),
-        placing: frozenset[str] = frozenset(),
+        placing: frozenset[str] = frozenset(), called_unthreaded: frozenset[str] = frozenset(),
     ) -> "Pair | None":
         before, after = Program.parse(before_text), Program.parse(after_text)
         if before is None or after is None:
             return None
-        return cls(before_text, after_text, before, after, called_elsewhere, placing)
+        return cls(before_text, after_text, before, after, called_elsewhere, placing, called_unthreaded)
 
     @functools.cached_property
     def _after_to_before(self) -> list[tuple[int, bool]]:

@@ -82,6 +82,14 @@ def _new_required(pair: Pair) -> Iterator[Problem]:
         if not added:
             continue
         name = "`, `".join(sorted(added))
+        if qualname in pair.called_unthreaded:
+            yield pair.at_after(
+                CODE, function,
+                f"left as written: `{qualname}` would need `{name}`, but another file of this project calls it "
+                "without passing it (that file is not migrated with this one), and would fail; migrate "
+                "them together, or keep the function as it is",
+            )
+            continue
         callers = pair.after.callers_of(function)
         if not callers:
             yield pair.at_after(

@@ -1750,3 +1750,51 @@ def test_a_file_driving_the_training_of_another_file_is_never_passed_in_silence(
     named = [(f.code, f.start.line) for f in alone.findings]
     assert named == [("AM916", 9)], alone.findings
     assert "`trainer.train_step(...)` runs the training of `Trainer` (trainer.py), which needs" in alone.findings[0].message
+
+
+def test_a_function_another_file_of_the_run_calls_is_not_given_a_required_accelerator(tmp_path) -> None:
+    """SupContrast: main_ce.py's `set_loader(opt)` downloads, so its own migration threads
+    the Accelerator in (`set_loader(opt, *, accelerator)`); main_linear.py imports it and
+    calls `set_loader(opt)`. Written, main_linear.py failed with a TypeError on every run
+    (reader R2, sixteenth session). The file is left as written, AM954 saying why."""
+    main_ce = textwrap.dedent('''\
+        import torch
+        from torchvision import datasets
+
+
+        def set_loader(root):
+            images = datasets.MNIST(root, train=True, download=True)
+            return torch.utils.data.DataLoader(images, batch_size=8, shuffle=True)
+
+
+        def main():
+            loader = set_loader("data")
+            model = torch.nn.Linear(4, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                optimizer.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main()
+    ''')
+    main_linear = textwrap.dedent('''\
+        from main_ce import set_loader
+
+
+        def main():
+            for batch in set_loader("data"):
+                print(len(batch))
+    ''')
+    root = _project(tmp_path, **{"main_ce.py": main_ce, "main_linear.py": main_linear})
+    # in one run with its caller, and alone beside it (the pre-commit hook's case)
+    for results in (_results([root]), _results([os.path.join(root, "main_ce.py")])):
+        result = results["main_ce.py"]
+        assert result.after in (None, main_ce), result.after
+        assert any(f.code == "AM954" and "another file of this project calls it" in f.message for f in result.findings)
+    solo = tmp_path / "solo"
+    solo.mkdir()
+    (solo / "main_ce.py").write_text(main_ce)
+    assert "def set_loader(root, *, accelerator):" in _results([str(solo)])["main_ce.py"].after  # nobody else calls it
