@@ -291,7 +291,8 @@ def _roles_by_use(facts: Facts, roles: dict[str, Role], backward_loops: set[int]
     }
     for name in zero_grad:
         if name and name not in roles and not name.endswith(("model", "net")) and not _drawn_from_collection(facts, name):
-            roles[name] = Role.OPTIMIZER
+            if not _wraps_an_optimizer(facts, name, roles):
+                roles[name] = Role.OPTIMIZER
     _models_built_with_optimizers(facts, roles)
     for loop in facts.loops:
         if loop.iter_name and loop.iter_name not in roles and id(loop.node) in backward_loops:
@@ -327,6 +328,17 @@ def _runs_as_module(call: cst.Call, name: str) -> bool:
     if dotted_name(func) == name:
         return True
     return isinstance(func, cst.Attribute) and func.attr.value in _MODULE_METHODS and dotted_name(func.value) == name
+
+
+def _wraps_an_optimizer(facts: Facts, name: str, roles: dict[str, Role]) -> bool:
+    """`self.optim_schedule = ScheduledOptim(self.optim, ...)`, then `self.optim_schedule.zero_grad()`:
+    an object built around an optimizer of the file forwards to it; the optimizer is what
+    prepare() takes (BERT-pytorch: prepare() refuses the wrapper, reader R2)."""
+    built = [b.value for b in facts.bindings if b.name == name and b.element is None]
+    return bool(built) and all(
+        isinstance(v, cst.Call) and any(roles.get(dotted_name(a.value) or "") is Role.OPTIMIZER for a in v.args)
+        for v in built
+    )
 
 
 def _drawn_from_collection(facts: Facts, name: str) -> bool:

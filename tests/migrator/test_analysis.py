@@ -156,6 +156,30 @@ def test_an_optimizer_from_a_factory_named_for_it_and_handed_the_model() -> None
     assert analysis.roles.of("optimizer_class") is None
 
 
+def test_an_object_built_around_an_optimizer_is_not_one_to_prepare() -> None:
+    """BERT-pytorch: `self.optim_schedule = ScheduledOptim(self.optim, ...)` forwards
+    `zero_grad()` and the step to the Adam it holds; prepare() takes the Adam and refuses
+    the wrapper (reader R2, sixteenth session)."""
+    analysis = _analyze(
+        """
+        import torch
+
+        class Trainer:
+            def __init__(self, model):
+                self.model = model
+                self.optim = torch.optim.Adam(self.model.parameters(), lr=1e-4)
+                self.optim_schedule = ScheduledOptim(self.optim, 256, n_warmup_steps=10)
+
+            def step(self, loss):
+                self.optim_schedule.zero_grad()
+                loss.backward()
+                self.optim_schedule.step_and_update_lr()
+        """
+    )
+    assert analysis.roles.of("self.optim") is Role.OPTIMIZER
+    assert analysis.roles.of("self.optim_schedule") is None
+
+
 def test_the_model_of_an_optimizer_known_by_its_use() -> None:
     """semseg: the optimizer's class comes from a factory, so only `optimizer.step()`
     says it is one; the model whose parameters it takes is a model all the same (its
