@@ -27,6 +27,10 @@ class VisibleDevicesSetByHand(Rule):
 
     Use instead: drop the line, and choose the GPUs on the command line that launches the run.
 
+    Where the Accelerator already exists when the line runs (a migrated `main()` creates it
+    first), CUDA has started on its device and the line does nothing: a GPU asked for with it
+    is not the one used, on one process too. The finding says which of the two it is.
+
     ## Fix safety
     Not removed: on one process the line still picks the card the user asked for with
     `--gpu`, which the launcher's command line must then say instead.
@@ -34,11 +38,7 @@ class VisibleDevicesSetByHand(Rule):
 
     code = "AM108"
     name = "visible-devices-set-by-hand"
-    message = (
-        "`{spelling}` chooses the GPUs inside the script: under the launcher every process sees the same "
-        "ones, numbered from 0, while each takes the device of its local rank; drop it and choose the GPUs "
-        "where the run is launched (`CUDA_VISIBLE_DEVICES=... accel-launch ...`)"
-    )
+    message = "`{spelling}` chooses the GPUs inside the script: {why}; drop it and choose the GPUs where the run is launched (`CUDA_VISIBLE_DEVICES=... accel-launch ...`)"
     examples = (
         Example(
             before=(
@@ -54,11 +54,19 @@ class VisibleDevicesSetByHand(Rule):
         for assign in analysis.nodes("Assign"):
             for target in assign.targets:  # type: ignore[attr-defined]
                 if self._environ_entry(target.target):
-                    self.report(assign, spelling=f'os.environ["{_VARIABLE}"] = ...')
+                    self.report(assign, spelling=f'os.environ["{_VARIABLE}"] = ...', why=self._why(assign))
         for call in analysis.nodes("Call"):
             name = analysis.imports.qualify(call.func) or ""  # type: ignore[attr-defined]
             if name in ("os.environ.setdefault", "os.putenv") and self._names_variable(call.args[:1]):  # type: ignore[attr-defined]
-                self.report(call, spelling=f"{name}(\"{_VARIABLE}\", ...)")
+                self.report(call, spelling=f"{name}(\"{_VARIABLE}\", ...)", why=self._why(call))
+
+    def _why(self, node: cst.CSTNode) -> str:
+        """Before the Accelerator exists, the line decides what every process sees; after it,
+        CUDA has started and the line does nothing (DeepLabV3Plus's `--gpu_id`, read once the
+        migrated `main()` has made its Accelerator)."""
+        if self.analysis.accelerator_at(node) is None:
+            return "under the launcher every process sees the same ones, numbered from 0, while each takes the device of its local rank"
+        return "it runs after the Accelerator has started CUDA on its device, so it no longer picks anything (a GPU asked for with it is silently not used)"
 
     def _environ_entry(self, target: cst.BaseExpression) -> bool:
         if not isinstance(target, cst.Subscript) or self.analysis.imports.qualify(target.value) != "os.environ":

@@ -889,3 +889,32 @@ def test_a_batch_and_workers_sized_for_every_gpu_are_named() -> None:
     after = HEAD + "accelerator = Accelerator()\n" + lines + "model = Net()\nopt_ = torch.optim.SGD(model.parameters(), lr=0.1)\nmodel, opt_ = accelerator.prepare(model, opt_)\n"
     notes = [p for p in verify(before, after) if p.code == "AM917"]
     assert [(p.line, "batch" in p.message, "workers" in p.message) for p in notes] == [(3, True, False), (4, False, True)]
+
+
+def test_visible_devices_set_in_the_script_are_named_before_and_after_the_accelerator() -> None:
+    """AM108: before the Accelerator exists the line gives every launched process the same
+    GPUs (Informer's exp_basic); once a migrated `main()` has made it first, CUDA has started
+    and the line picks nothing, on one process too (DeepLabV3Plus's `--gpu_id`, reader R3)."""
+    from migrator.api import migrate_source
+
+    helper = 'import os\nimport torch\n\n\ndef acquire(gpu):\n    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)\n    return torch.device("cuda:0")\n'
+    (found,) = [f for f in migrate_source(helper, "exp_basic.py").findings if f.code == "AM108"]
+    assert "every process sees the same ones" in found.message
+    script = textwrap.dedent("""\
+        import os
+        import torch
+
+
+        def main(gpu, loader):
+            model = torch.nn.Linear(4, 2)
+            os.environ["CUDA_VISIBLE_DEVICES"] = gpu
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                optimizer.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                optimizer.step()
+    """)
+    result = migrate_source(script, "train.py")
+    assert "accelerator = Accelerator()" in result.after
+    (found,) = [f for f in result.findings if f.code == "AM108"]
+    assert "no longer picks anything" in found.message
