@@ -65,7 +65,10 @@ class VisibleDevicesSetByHand(Rule):
         CUDA has started and the line does nothing (DeepLabV3Plus's `--gpu_id`, read once the
         migrated `main()` has made its Accelerator)."""
         if self.analysis.accelerator_at(node) is None:
-            return "under the launcher every process sees the same ones, numbered from 0, while each takes the device of its local rank"
+            return (
+                "run before CUDA starts, it gives every launched process the same ones, numbered from 0, while each "
+                "takes the device of its local rank (run after, it picks nothing)"
+            )
         return "it runs after the Accelerator has started CUDA on its device, so it no longer picks anything (a GPU asked for with it is silently not used)"
 
     def _environ_entry(self, target: cst.BaseExpression) -> bool:

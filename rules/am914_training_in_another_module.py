@@ -189,8 +189,10 @@ class TrainingInAnotherModule(Rule):
                 continue
             seen.add(qualified)
             shared = _shared_through_methods(analysis, c.node)
-            # handed only loaders left out of prepare(): it evaluates all of the data on every process
-            whole = "" if shared or _loaders(analysis, c.node, prepared=True) else _whole_loaders(analysis, c.node)
+            # an evaluation handed only loaders left out of prepare() evaluates all of the data on
+            # every process (for a training function that would be the defect, not a reassurance)
+            evaluation = "optimizer" not in what and _EVALUATION_WORDS.search((c.func or function).rpartition(".")[2])
+            whole = "" if shared or not evaluation or _loaders(analysis, c.node, prepared=True) else _whole_loaders(analysis, c.node)
             advice = self._advice(c.func, module, what, inherits, members, through_methods=bool(shared), reads_whole=bool(whole))
             if shared:
                 advice += _SHARE.format(loaders=", ".join(shared))

@@ -899,7 +899,7 @@ def test_visible_devices_set_in_the_script_are_named_before_and_after_the_accele
 
     helper = 'import os\nimport torch\n\n\ndef acquire(gpu):\n    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)\n    return torch.device("cuda:0")\n'
     (found,) = [f for f in migrate_source(helper, "exp_basic.py").findings if f.code == "AM108"]
-    assert "every process sees the same ones" in found.message
+    assert "every launched process the same ones" in found.message
     script = textwrap.dedent("""\
         import os
         import torch
@@ -918,3 +918,24 @@ def test_visible_devices_set_in_the_script_are_named_before_and_after_the_accele
     assert "accelerator = Accelerator()" in result.after
     (found,) = [f for f in result.findings if f.code == "AM108"]
     assert "no longer picks anything" in found.message
+
+
+def test_only_an_evaluation_is_said_to_read_its_whole_data() -> None:
+    """AM914: an evaluation handed loaders left out of prepare() computes on all the data on
+    every process (a reassurance); a training function handed them trains on all of it, the
+    defect, and is not described so (reader R3, sixteenth session: ternaus, pytorch-template)."""
+    from migrator.api import migrate_source
+
+    source = textwrap.dedent("""\
+        import torch
+        import engine
+
+        train_loader = torch.utils.data.DataLoader(range(8), batch_size=2)
+        val_loader = torch.utils.data.DataLoader(range(8), batch_size=2)
+        model = torch.nn.Linear(1, 1)
+        engine.train(model, train_loader)
+        engine.evaluate(model, val_loader)
+    """)
+    found = {f.message.split("`")[1]: f.message for f in migrate_source(source, "main.py").findings if f.code == "AM914"}
+    assert "sees all the data on every process" in found["engine.evaluate"]
+    assert "sees all the data" not in found["engine.train"]
