@@ -20,6 +20,13 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
     of the run that train (a `.backward()` or `.step()` in them), as (spelling, line, column,
     the other file, the function or class), in the order of the file."""
     out = {}
+    methods_of: dict[tuple[str, str], set[str]] = {}  # each class of the run parsed once
+
+    def training_methods(target: tuple[str, str]) -> set[str]:
+        if target not in methods_of:
+            methods_of[target] = _training_methods(sources, *target)
+        return methods_of[target]
+
     for path, f in files.items():
         trains = {c.spelling: c.target for c in f.calls if c.target[0] != path and _trains(files, c.target)}
         instances = {name: target for name, target in instances_of(sources.get(path, b""), f, files).items() if target[0] != path}
@@ -37,7 +44,7 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
             target = trains.get(spelling or "")
             if target is None and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
                 made = instances.get(node.func.value.id)
-                trains_here = made is not None and node.func.attr in _training_methods(sources, *made)
+                trains_here = made is not None and node.func.attr in training_methods(made)
                 target = made if trains_here else None
                 methods |= {target} if target is not None else set()
             if target is not None:
