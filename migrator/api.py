@@ -233,6 +233,10 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     own = {p: replace(f, calls=[]) if p in read_only else f for p, f in files.items()}
     views = {"project_called": callers, "project_entered": own, "project_enters": own}
     found = {f: readers[f](sources, views.get(f, files)) for f in wanted if f != "project_roles"}
+    if "project_drives" in found:  # whether the driven file is one the run writes, or one it only reads
+        found["project_drives"] = {
+            path: tuple((*d, d[3] not in read_only) for d in drives) for path, drives in found["project_drives"].items()
+        }
     if "project_roles" in wanted:
         found["project_roles"] = project.role_calls(sources, files, read_only)
         found["project_members"] = project.member_calls(files, read_only)

@@ -73,8 +73,8 @@ class Config:
     project_members: tuple[str, ...] = ()  # calls of functions and classes of the run's other files (not those only read)
     # calls of other files' classes built on a class of a third file: (spelling, base, its file) (project/index.py)
     project_inherits: tuple[tuple[str, str, str], ...] = ()
-    # calls of other files' functions, classes and instances' methods that train: (spelling, line, column, file, name) (project/drives.py)
-    project_drives: tuple[tuple[str, int, int, str, str], ...] = ()
+    # calls of other files' functions, classes and instances' methods that train: (spelling, line, column, file, name, the file is in the run) (project/drives.py)
+    project_drives: tuple[tuple[str, int, int, str, str, bool], ...] = ()
     # calls of distribution helpers of other files: (spelling, kind, attributes, print helper) (project/dist_helpers.py)
     project_distribution: tuple[tuple[str, str, tuple[tuple[str, str], ...], str], ...] = ()
 

@@ -57,23 +57,25 @@ def _wrapped_for_training(program: Program, text: str) -> Iterator[Problem]:
             return
 
 
-def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str], ...]) -> list[Problem]:
+def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str, bool], ...]) -> list[Problem]:
     """The calls by which an unmigrated file runs the training of another file of the run
     (`trainer.train_step(...)` of a FasterRCNNTrainer whose methods call backward):
-    project/drives.py. The first one is named, once per function or class."""
+    project/drives.py. The first one is named, once per function or class. Asking to give
+    both files to one run is for the other file only read around this one."""
     program = Program.parse(text)
     if program is None or program.prepares or _has_accelerator(program):
         return []
     out, seen = [], set()
-    for spelling, line, col, file, name in drives:
+    for spelling, line, col, file, name, in_run in drives:
         if name in seen:
             continue
         seen.add(name)
+        together = "" if in_run else "give both files to one run; "
         out.append(Problem(
             CODE, line, col,
             f"`{spelling}(...)` runs the training of `{name}` ({os.path.basename(file)}), which needs the Accelerator, "
-            "but nothing here was migrated or reported: the two are migrated together or not at all (give both files "
-            f"to one run; the findings of {os.path.basename(file)} say what stands in the way)",
+            f"but nothing here was migrated or reported: the two are migrated together or not at all ({together}the "
+            f"findings of {os.path.basename(file)} say what stands in the way)",
         ))
     return out[:_LIMIT]
 
