@@ -288,12 +288,12 @@ def _as_one_program(items: list[_File], store: Cache | None, around: list[_File]
 
     def migrate(
         path: str, calls: tuple[str, ...], stub: str, stepped: tuple[str, ...], loaders: tuple = (), states: tuple = (),
-        plain: tuple[str, ...] = (), unthreaded: tuple = (), fix: bool = True,
+        plain: tuple[str, ...] = (), unthreaded: tuple = (), refused: tuple[str, ...] = (), fix: bool = True,
     ) -> FileResult:
         item = by_path[path]
         config = replace(
             item.config, project_calls=calls, project_callers=stub, project_stepped=stepped, project_loaders=loaders,
-            project_states=states, project_plain=plain, project_unthreaded=unthreaded, fix=fix,
+            project_states=states, project_plain=plain, project_unthreaded=unthreaded, project_refused=refused, fix=fix,
         )
         result = _cached(store, item, config, lambda: _migrate_in_project(item, config, stub))
         if path in read_only and result.changed:  # the run would have to write a file it only reads
@@ -320,6 +320,18 @@ def _as_one_program(items: list[_File], store: Cache | None, around: list[_File]
         item = by_path[path]
         alone = migrate(path, (), "", (), fix=item.config.fix)
         item.result, item.task = project.without_share_findings(alone, whole[path]), None
+    for path in sorted(set(files) - set(results) - read_only):  # a set-up the rounds never migrated, handing its training to an engine left as written
+        refused = project.refused_trainers(files, path, outcome.refused)
+        if refused:
+            item = by_path[path]
+            item.result, item.task = migrate(path, (), "", (), refused=refused, fix=item.config.fix), None
+    for path, reasons in sorted(outcome.refused.items()):  # an engine left as written: why it got no Accelerator
+        item = by_path[path]
+        if path in read_only or path in results or not reasons:
+            continue
+        alone = item.result if path in whole else migrate(path, (), "", (), fix=item.config.fix)
+        if alone.status is FileStatus.UNCHANGED and alone.error is None:
+            item.result, item.task = project.with_reasons(alone, reasons), None
 
 
 def _cached(store: Cache | None, item: _File, config: Config, compute: Callable[[], FileResult]) -> FileResult:

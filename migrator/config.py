@@ -55,7 +55,8 @@ class Config:
     project_loaders: tuple[tuple[str, tuple[int, ...]], ...] = ()  # calls returning DataLoaders: positions (-1: the value)
     project_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...], bool], ...] = ()  # calls that save/load a model's state: positions, names, writes a file
     project_plain: tuple[str, ...] = ()  # calls of functions migrated with this file that need no Accelerator
-    project_unthreaded: tuple[tuple[str, bool], ...] = ()  # calls of run functions given no Accelerator: (spelling, it trains)
+    project_unthreaded: tuple[tuple[str, bool], ...] = ()
+    project_refused: tuple[str, ...] = ()  # calls of the run's training functions whose own migration with the Accelerator was left as written (project/decide.py)  # calls of run functions given no Accelerator: (spelling, it trains)
     project_evaluations: tuple[str, ...] = ()  # calls of the run's evaluation functions and classes, threaded or not (project/decide.py)
     project_placing: tuple[str, ...] = ()  # calls of the run's functions and classes that move tensors to a device themselves (project/decide.py)
     project_downloads: tuple[str, ...] = ()  # calls of other files' functions that download a data set (project/downloads.py)

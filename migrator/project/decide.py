@@ -7,7 +7,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Callable
 
-from migrator.findings import FileResult, FileStatus
+from migrator.findings import FileResult, FileStatus, Finding
 from migrator.project.calls import check_caller
 from migrator.project.index import ACCELERATOR, FileIndex, candidates, init_of
 from migrator.project.stub import caller_stub, parameter_kinds
@@ -28,13 +28,15 @@ class Outcome:
     states: dict[str, tuple] = field(default_factory=dict)  # caller path → its calls of state helpers left unthreaded
     plain: dict[str, tuple[str, ...]] = field(default_factory=dict)  # caller path → its calls of functions needing no Accelerator
     unthreaded: dict[str, tuple[tuple[str, bool], ...]] = field(default_factory=dict)  # caller path → its calls of run functions left alone
+    refused_calls: dict[str, tuple[str, ...]] = field(default_factory=dict)  # caller path → its calls of training functions left as written
+    refused: dict[str, tuple[Finding, ...]] = field(default_factory=dict)  # engine path threaded nothing → why its migration with the Accelerator was left as written
 
-    def context(self, path: str) -> tuple[tuple[str, ...], str, tuple[str, ...], tuple, tuple, tuple[str, ...], tuple]:
-        """(calls, stub, stepped, loaders, states, plain, unthreaded) for `path`: what `migrate` was given for it."""
+    def context(self, path: str) -> tuple[tuple[str, ...], str, tuple[str, ...], tuple, tuple, tuple[str, ...], tuple, tuple[str, ...]]:
+        """(calls, stub, stepped, loaders, states, plain, unthreaded, refused) for `path`: what `migrate` was given for it."""
         return (
             self.calls.get(path, ()), self.stubs.get(path, ""), self.stepped.get(path, ()),
             self.loaders.get(path, ()), self.states.get(path, ()), self.plain.get(path, ()),
-            self.unthreaded.get(path, ()),
+            self.unthreaded.get(path, ()), self.refused_calls.get(path, ()),
         )
 
 
@@ -58,13 +60,15 @@ def decide(
     plain: set[tuple[str, str]] = set()  # threaded, but their migration needs no Accelerator
     unwrapped: set[tuple[str, str]] = set()  # threaded state helpers handed the unwrapped model at every call
     whole: set[tuple[str, str]] = set()  # threaded evaluations whose callers keep their loaders whole
+    refusals: dict[str, tuple[Finding, ...]] = {}  # engine → the AM95x reasons its first refused migration gave
     for _ in range(_ROUNDS):
         if not threaded:
-            return Outcome(frozenset(), {}, {}), {}
+            return Outcome(frozenset(), {}, {}, refused=refusals), {}
         plain &= threaded
         results: dict[str, FileResult] = {}
         dropped: set[tuple[str, str]] = set()
         unthreaded: dict[str, tuple[tuple[str, bool], ...]] = {}
+        refused_calls: dict[str, tuple[str, ...]] = {}
         calls = _calls_by_file(files, threaded - plain)
         plain_calls = _calls_by_file(files, plain)
         stepped: dict[str, tuple[str, ...]] = {}
@@ -77,8 +81,10 @@ def decide(
             states.setdefault(path, _state_calls(files, files[path], threaded, unwrapped))
             stepped[path] = _stepped_by(files, files[path], threaded)
             unthreaded[path] = _unthreaded_calls(files, files[path], threaded, whole)
+            refused_calls[path] = refused_trainers(files, path, refusals, threaded)
             result = migrate(
                 path, spellings, "", stepped[path], loaders[path], states[path], plain_calls.get(path, ()), unthreaded[path],
+                refused_calls[path],
             )
             results[path] = result
             dropped |= check_caller(files[path], threaded, result, prepared, loaders[path], plain)
@@ -104,7 +110,10 @@ def decide(
             stubs[engine] = stub
             result = migrate(engine, (), stub, (), (), ())
             bad = _check_engine(mine, result, files)
-            needless |= {t for t in bad - plain if not _uses_accelerator(result, t[1])}
+            if not _refused(result):  # left as written, it reads no Accelerator because it was not migrated
+                needless |= {t for t in bad - plain if not _uses_accelerator(result, t[1])}
+            elif engine not in refusals:  # the callers' AM914 points at these reasons
+                refusals[engine] = tuple(f for f in result.findings if f.code.startswith("AM95"))
             bad -= plain | needless
             if not bad:  # the functions left alone keep the AM913 advice they get alone
                 covered[engine] = frozenset(covered_functions(result, mine, files))
@@ -118,8 +127,28 @@ def decide(
             plain |= needless - dropped  # its callers no longer pass the Accelerator: again
             continue
         if not dropped:
-            return Outcome(frozenset(threaded), calls, stubs, stepped, loaders, covered, states, plain_calls, unthreaded), results
-    return Outcome(frozenset(), {}, {}), {}
+            engines = {t[0] for t in threaded}
+            refused = {path: found for path, found in refusals.items() if path not in engines}
+            return Outcome(
+                frozenset(threaded), calls, stubs, stepped, loaders, covered, states, plain_calls, unthreaded, refused_calls, refused,
+            ), results
+    return Outcome(frozenset(), {}, {}, refused=refusals), {}
+
+
+def refused_trainers(
+    files: dict[str, FileIndex], path: str, refusals: dict[str, tuple[Finding, ...]], threaded=frozenset(),
+) -> tuple[str, ...]:
+    """The file's calls of training functions (a backward or a step in them) of engines whose
+    migration with the Accelerator was left as written: a set-up prepared for them would
+    run their plain backward, per-process metrics and whatever stopped their migration on
+    N processes (Config.project_refused; the set-up is left as written too)."""
+    out = set()
+    for call in files[path].calls:
+        owner = files.get(call.target[0])
+        function = owner.functions.get(call.target[1]) if owner else None
+        if call.target[0] in refusals and call.target[0] != path and call.target not in threaded and function is not None and function.updates:
+            out.add(call.spelling)
+    return tuple(sorted(out))
 
 
 def _unthreaded_calls(files: dict[str, FileIndex], f: FileIndex, threaded, whole=frozenset()) -> tuple[tuple[str, bool], ...]:
@@ -336,7 +365,7 @@ def _check_engine(mine, result: FileResult, files: dict[str, FileIndex]) -> set[
     function the set-up does not reach would leave its batches off the device), other than
     the engine's own helpers that only the threaded functions call (`train()` calling
     `train_step()`: the engine's migration threads them as it would in one file)."""
-    if result.status is FileStatus.FAILED or result.after is None or any(x.code.startswith("AM95") for x in result.findings):
+    if _refused(result):
         return set(mine)  # unchanged is fine where an earlier run threaded them all
     try:
         tree = ast.parse(result.after)
@@ -344,11 +373,16 @@ def _check_engine(mine, result: FileResult, files: dict[str, FileIndex]) -> set[
     except SyntaxError:
         return set(mine)
     names = _with_private_helpers(before, {t[1] for t in mine}, mine[0][0], files)
-    if _others(before, names) != _others(tree, names):
+    if not _others_kept(_others(before, names), _others(tree, names)):
         return set(mine)
     defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     defs |= {n.name: init for n in tree.body if isinstance(n, ast.ClassDef) and (init := init_of(n)) is not None}
     return {t for t in mine if t[1] not in defs or ACCELERATOR not in [a.arg for a in defs[t[1]].args.kwonlyargs]}
+
+
+def _refused(result: FileResult) -> bool:
+    """The engine's migration failed or was left as written for a reason (AM95x)."""
+    return result.status is FileStatus.FAILED or result.after is None or any(x.code.startswith("AM95") for x in result.findings)
 
 
 def _uses_accelerator(result: FileResult, name: str) -> bool:
@@ -396,6 +430,18 @@ def _with_private_helpers(tree: ast.Module, names: set[str], path: str, files: d
     return allowed
 
 
+def with_reasons(alone: FileResult, reasons: tuple[Finding, ...]) -> FileResult:
+    """An engine no function of which took the Accelerator, as migrated alone, with the
+    reasons its migration together with its callers was left as written (their AM914 says
+    its findings tell why: WZMIAOMIAO's utils.py rebinding its loader to a tqdm bar)."""
+    from dataclasses import replace
+
+    known = {(f.code, f.start, f.message) for f in alone.findings}
+    extra = tuple(f for f in reasons if (f.code, f.start, f.message) not in known)
+    found = sorted(alone.findings + extra, key=lambda f: (f.start.line, f.start.col))
+    return replace(alone, findings=tuple(found)) if extra else alone
+
+
 def with_unthreaded(result: FileResult, alone: FileResult, threaded: set[str]) -> FileResult:
     """`result` (the engine migrated with its callers) plus the AM913 findings the engine
     alone gives in the functions that were not threaded, moved to where those functions
@@ -422,11 +468,28 @@ def with_unthreaded(result: FileResult, alone: FileResult, threaded: set[str]) -
     return replace(result, findings=result.findings + tuple(extra)) if extra else result
 
 
-def _others(tree: ast.Module, names: set[str]) -> list[str]:
-    """The module's statements but its imports and the definitions named in `names`, as
-    text to compare."""
+def _others(tree: ast.Module, names: set[str]) -> list[ast.stmt]:
+    """The module's statements but its imports and the definitions named in `names`."""
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     return [
-        ast.dump(n) for n in tree.body
+        n for n in tree.body
         if not isinstance(n, (ast.Import, ast.ImportFrom)) and not (isinstance(n, kinds) and n.name in names)
     ]
+
+
+def _others_kept(before: list[ast.stmt], after: list[ast.stmt]) -> bool:
+    """The statements the set-up does not reach are unchanged, or changed only in ways right
+    whatever their callers prepared: no device move dropped, no Accelerator read (ConvNeXt's
+    `plot_data_loader_image` gets `.cpu()` before `.numpy()`, AM107: right on any device)."""
+    if len(before) != len(after):
+        return False
+    for old, new in zip(before, after):
+        if ast.dump(old) == ast.dump(new):
+            continue
+        if any(isinstance(n, ast.Name) and n.id == ACCELERATOR for n in ast.walk(new)) or _device_moves(new) < _device_moves(old):
+            return False
+    return True
+
+
+def _device_moves(node: ast.AST) -> int:
+    return sum(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("to", "cuda") for n in ast.walk(node))

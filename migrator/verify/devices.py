@@ -388,18 +388,28 @@ def _from_prepared_loader(pair: Pair, what: str, call: ast.Call) -> bool:
 
 
 def _batch_names(program: Program, loop: ast.AST) -> set[str]:
-    """The loop's targets and the names assigned in its body from them."""
+    """The loop's targets and the names assigned in its body from them, unpacked too
+    (`images, labels = data`: the names get no value of their own, the statement has one)."""
     names = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
-    body = [a for a in program.assigns if a.value is not None and any(x is loop for x in program.ancestors(a.node))]
+    body = [
+        (a.target, value) for a in program.assigns
+        if (value := a.value if a.value is not None else _assigned(a.node)) is not None
+        and any(x is loop for x in program.ancestors(a.node))
+    ]
     comprehensions = [n for n in ast.walk(loop) if isinstance(n, ast.comprehension)]
     for _ in range(3):
-        for a in body:
-            if _mentions(a.value, names):
-                names.add(a.target.split(".")[0])
+        for target, value in body:
+            if _mentions(value, names):
+                names.add(target.split(".")[0])
         for c in comprehensions:  # `{k: v.to(device) for k, v in batch.items()}`
             if _mentions(c.iter, names):
                 names |= {n.id for n in ast.walk(c.target) if isinstance(n, ast.Name)}
     return names
+
+
+def _assigned(node: ast.AST) -> ast.AST | None:
+    """The value of an assignment statement (None for loop and `with` targets)."""
+    return node.value if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) else None
 
 
 def _mentions(expr: ast.AST, names: set[str]) -> bool:

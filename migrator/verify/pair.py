@@ -36,16 +36,20 @@ class Pair:
     # top-level names of this file that other files of the run call, and that the run does
     # not thread: a parameter the migration makes required there is never passed
     called_unthreaded: frozenset[str] = frozenset()
+    # calls of the run's training functions whose own migration was left as written
+    # (project/decide.py: Config.project_refused)
+    refused_trainers: frozenset[str] = frozenset()
 
     @classmethod
     def of(
         cls, before_text: str, after_text: str, called_elsewhere: frozenset[str] = frozenset(),
         placing: frozenset[str] = frozenset(), called_unthreaded: frozenset[str] = frozenset(),
+        refused_trainers: frozenset[str] = frozenset(),
     ) -> "Pair | None":
         before, after = Program.parse(before_text), Program.parse(after_text)
         if before is None or after is None:
             return None
-        return cls(before_text, after_text, before, after, called_elsewhere, placing, called_unthreaded)
+        return cls(before_text, after_text, before, after, called_elsewhere, placing, called_unthreaded, refused_trainers)
 
     @functools.cached_property
     def _after_to_before(self) -> list[tuple[int, bool]]:

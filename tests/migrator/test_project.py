@@ -1803,3 +1803,78 @@ def test_a_function_another_file_of_the_run_calls_is_not_given_a_required_accele
     solo.mkdir()
     (solo / "main_ce.py").write_text(main_ce)
     assert "def set_loader(root, *, accelerator):" in _results([str(solo)])["main_ce.py"].after  # nobody else calls it
+
+
+def test_an_engine_left_as_written_leaves_the_set_up_handing_it_the_training_as_written(tmp_path) -> None:
+    """The engine skips a step on a NaN loss (`if torch.isnan(loss): continue`): its
+    migration is left as written (AM956). Left as written, its function reads no
+    Accelerator, and the run took it for one whose migration needs none: train.py was
+    prepared for it with no word at all, a half-migration that hangs on N processes the
+    first time one process sees a NaN. The set-up is left as written too (AM951 at the
+    call), and the engine says why it got no Accelerator (its AM956)."""
+    engine = ENGINE.replace(
+        "    loss.backward()\n", "    if torch.isnan(loss):\n            continue\n        loss.backward()\n"
+    ).replace("        loss = torch.nn.functional.mse_loss(model(x), y)\n    if", "        loss = torch.nn.functional.mse_loss(model(x), y)\n        if")
+    assert "continue\n        loss.backward()" in engine, engine
+    root = _project(tmp_path, **{"train.py": TRAIN, "engine.py": engine})
+    for results in (_results([root]), _results([root], jobs=2)):
+        assert results["engine.py"].after in (None, engine)
+        assert any(f.code == "AM956" for f in results["engine.py"].findings), results["engine.py"].findings
+        train = results["train.py"]
+        assert train.after in (None, TRAIN), train.after
+        told = [f for f in train.findings if f.code == "AM951" and "`engine.train_one_epoch` trains what this file" in f.message]
+        assert told and told[0].start.line == 14, [(f.code, f.start.line, f.message[:100]) for f in train.findings]
+
+
+def test_a_batch_unpacked_in_the_loop_body_is_placed_by_the_prepared_loader(tmp_path) -> None:
+    """WZMIAOMIAO's ConvNeXt: `for step, data in enumerate(data_loader): images, labels =
+    data`, then `model(images.to(device))`. The names unpacked in the body come from the
+    batch: the moves go, and the engine takes the Accelerator (the verifier had taken
+    them for names prepare() does not place, AM953, and left the engine as written)."""
+    engine = textwrap.dedent('''\
+        import sys
+        import torch
+        from tqdm import tqdm
+
+
+        def train_one_epoch(model, optimizer, data_loader, device):
+            model.train()
+            data_loader = tqdm(data_loader, file=sys.stdout)
+            for step, data in enumerate(data_loader):
+                images, labels = data
+                loss = torch.nn.functional.mse_loss(model(images.to(device)), labels.to(device))
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+
+
+        def show(data_loader):
+            for images, labels in data_loader:
+                return images[0].numpy()
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from engine import train_one_epoch
+
+
+        def main():
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+            train_loader = torch.utils.data.DataLoader(data, batch_size=8)
+            model = torch.nn.Linear(4, 1).to(device)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(2):
+                train_one_epoch(model=model, optimizer=optimizer, data_loader=train_loader, device=device)
+
+
+        if __name__ == "__main__":
+            main()
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "engine.py": engine})
+    results = _results([root])
+    after = results["engine.py"].after
+    assert "def train_one_epoch(model, optimizer, data_loader, device, *, accelerator):" in after, results["engine.py"].findings
+    assert "model(images), labels)" in after and "accelerator.backward(loss)" in after
+    # `show` is no function the set-up reaches; its `.cpu()` before `.numpy()` is right on any device
+    assert "images[0].cpu().numpy()" in after
+    assert "device=device, accelerator=accelerator)" in results["train.py"].after
