@@ -175,6 +175,10 @@ def make_plan(
         # `def train(loader, encoder, decoder, ...)`: the objects arrive as parameters
         if name not in latest and roles.of(name) in (Role.MODEL, Role.DATALOADER):
             latest[name] = _Candidate(name, roles.of(name), -1, None)
+    for name in _attributes_set_before(facts, block, parent):
+        # `self.data_loader = data_loader` in `__init__`, then `self.build_model()` making the set-up
+        if name not in latest and roles.of(name) is Role.DATALOADER:
+            latest[name] = _Candidate(name, Role.DATALOADER, -1, None)
     _follow_aliases(facts, block, latest, owners, parent)
     _prefer_wrapped_over_raw(facts, block, latest, owners)
     chosen: list[_Candidate] = []
@@ -425,6 +429,57 @@ def _parameters(facts: Facts, block: Block) -> tuple[str, ...]:
     if not isinstance(block.scope, cst.FunctionDef) or block.owner is not block.scope:
         return ()
     return facts.params.get(id(block.scope), ())
+
+
+def _attributes_set_before(facts: Facts, block: Block, parent: Callable) -> list[str]:
+    """The attributes `__init__` sets on every path before it calls the method whose body
+    `block` is (`self.data_loader = data_loader`, then `self.build_model()`): bound when the
+    set-up there runs, as a parameter would be."""
+    method = block.scope
+    if not isinstance(method, cst.FunctionDef) or block.owner is not method or method.name.value == "__init__":
+        return []
+    holder = parent(parent(method)) if parent(method) is not None else None  # IndentedBlock, then the class
+    if not isinstance(holder, cst.ClassDef):
+        return []
+    init = next((s for s in holder.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"), None)
+    if init is None or not isinstance(init.body, cst.IndentedBlock):
+        return []
+    body = list(init.body.body)
+    calling = next((i for i, s in enumerate(body) if _calls_self_method(s, method.name.value)), None)
+    if calling is None:
+        return []
+    early = {id(s) for s in body[:calling]}
+    names = {b.name for b in facts.bindings if b.scope is init and b.name.startswith("self.") and id(b.statement) in early}
+    methods = [s for s in holder.body.body if isinstance(s, cst.FunctionDef) and s is not init and s is not method]
+    return sorted(n for n in names if _read_only_where_trained(facts, n, methods))
+
+
+def _read_only_where_trained(facts: Facts, name: str, methods: list[cst.FunctionDef]) -> bool:
+    """Every other method that reads `name` calls backward: a loader sharded for them trains
+    on its share, while a `test()` reading it would compute (and save on the main process)
+    its share alone (stargan's Solver translates every test image)."""
+    readers = [m for m in methods if any(dotted_name(a) == name for a in _attributes(m))]
+    trains = {id(c.scope) for c in facts.calls if (c.func or "").endswith(".backward")}
+    return bool(readers) and all(id(m) in trains for m in readers)
+
+
+def _attributes(node: cst.CSTNode) -> list[cst.Attribute]:
+    found: list[cst.Attribute] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Attribute(self, attribute: cst.Attribute) -> None:
+            found.append(attribute)
+
+    walk(node, _Find())
+    return found
+
+
+def _calls_self_method(statement: cst.CSTNode, name: str) -> bool:
+    """`self.<name>()` as a statement of its own."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return False
+    small = statement.body[0]
+    return isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and dotted_name(small.value.func) == f"self.{name}"
 
 
 def _built_together(facts: Facts, roles: RoleTable) -> set[str]:

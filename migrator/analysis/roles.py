@@ -299,11 +299,31 @@ def _roles_by_use(facts: Facts, roles: dict[str, Role], backward_loops: set[int]
             roles[loop.iter_name] = Role.DATALOADER
     for name in _loops_through_training_calls(facts):
         roles.setdefault(name, Role.DATALOADER)
+    for name in _drawn_with_next(facts, backward_loops):
+        roles.setdefault(name, Role.DATALOADER)
     for loop in facts.loops:
         name = loop.iter_name
         if name and name not in roles and re.search(r"(loader|_dl$|^dl_|^dl$)", name):
             roles[name] = Role.DATALOADER
     _roles_through_calls(facts, roles)
+
+
+def _drawn_with_next(facts: Facts, backward_loops: set[int]) -> list[str]:
+    """`data_iter = iter(self.data_loader)`, then `next(data_iter)` in a loop that trains
+    (`for step in range(total_step)`, a GAN's trainer restarting the iterator when it runs
+    out): what the iterator is made from is the training data, a loader."""
+    iterators = {
+        b.name: dotted_name(b.value.args[0].value) for b in facts.bindings
+        if b.element is None and isinstance(b.value, cst.Call) and dotted_name(b.value.func) == "iter" and len(b.value.args) == 1
+    }
+    out = []
+    for c in facts.calls:
+        if c.func != "next" or not c.node.args or not any(id(loop) in backward_loops for loop in c.loops):
+            continue
+        source = iterators.get(dotted_name(c.node.args[0].value) or "")
+        if source and source not in out:
+            out.append(source)
+    return out
 
 
 _MODULE_METHODS = {"parameters", "named_parameters", "train", "eval", "to", "cuda", "state_dict", "load_state_dict"}
