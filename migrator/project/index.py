@@ -75,7 +75,7 @@ def linked(sources: dict[str, bytes]) -> set[str]:
     (up to the run's root, where Python would look); a relative import links it to every
     file under the package it climbs to."""
     absolute = {p: os.path.abspath(p) for p in sources}
-    root = os.path.commonpath([os.path.dirname(a) for a in absolute.values()])
+    root = run_root(absolute.values())
     tops: dict[tuple[str, bytes], set[str]] = {}  # (folder, first name of a module there) -> files
     for path, full in absolute.items():
         for folder in _folders(os.path.dirname(full), root):
@@ -123,6 +123,16 @@ def _ending_with(module: bytes, absolute: dict[str, str]) -> set[str]:
     return found if len(found) == 1 else set()
 
 
+def run_root(paths) -> str:
+    """Where Python would start the run's imports: the folder holding all its files, or,
+    when that folder is a package (an `__init__.py` in it), the folder holding the package
+    (`accel-migrate pytorch3dunet/`, whose train.py imports `pytorch3dunet.unet3d.trainer`)."""
+    root = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in paths])
+    while os.path.isfile(os.path.join(root, "__init__.py")) and os.path.dirname(root) != root:
+        root = os.path.dirname(root)
+    return root
+
+
 def _folders(folder: str, root: str) -> list[str]:
     """`folder` and the folders above it, up to `root`."""
     out = [folder]
@@ -150,7 +160,7 @@ def index(sources: dict[str, str]) -> dict[str, FileIndex]:
         except (SyntaxError, ValueError):
             continue
     run = {os.path.abspath(p): p for p in trees}
-    root = os.path.commonpath([os.path.dirname(a) for a in run]) if run else ""
+    root = run_root(run) if run else ""
     out = {}
     for path, tree in trees.items():
         out[path] = _index_file(path, tree, run, root, trees)

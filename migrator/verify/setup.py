@@ -247,6 +247,8 @@ def _training_loaders(pair: Pair) -> Iterator[Problem]:
     trainers = _functions_that_backward(program)
     for loop in (n for n in program.nodes if isinstance(n, (ast.For, ast.AsyncFor))):
         name = program.drawn_from(loop)
+        if name is None and _trains(loop, trainers):
+            yield from _drawn_from_a_container(pair, loop)
         if name is None or not _trains(loop, trainers):
             continue
         if not program.is_loader(name) and not _named_as_loader(program, name):
@@ -257,6 +259,40 @@ def _training_loaders(pair: Pair) -> Iterator[Problem]:
                 f"left as written: the training loop draws from `{name}`, which would not be "
                 "prepared, so every process would read the whole data set; prepare it with the model",
             )
+
+
+def _drawn_from_a_container(pair: Pair, loop: ast.For | ast.AsyncFor) -> Iterator[Problem]:
+    """`for x, y in dataloaders[phase]:` (the transfer-learning tutorial's dict of loaders,
+    pytorch-3dunet's `self.loaders["train"]`): the migration does not take containers
+    apart, so the loader the training loop reads would not be prepared, and every process
+    would train on all of it, with nothing written to say so."""
+    expr = loop.iter
+    while isinstance(expr, ast.Call) and last(call_name(expr)) in _NOT_PREPARABLE and expr.args:
+        expr = expr.args[0]
+    if not isinstance(expr, ast.Subscript):
+        return
+    holder = dotted(expr.value)
+    if holder is None or not _holds_loaders(pair.after, holder):
+        return
+    spelling = ast.unparse(expr)
+    yield pair.at_after(
+        CODE, loop.iter,
+        f"left as written: the training loop draws from `{spelling}`, a loader kept in a container the migration "
+        f"does not take apart, so it would not be prepared and every process would read the whole data set; "
+        f"prepare each loader where the container is built (`{holder} = {{k: accelerator.prepare(v) for k, v in "
+        f"{holder}.items()}}` for a dict), with the model",
+    )
+
+
+def _holds_loaders(program: Program, holder: str) -> bool:
+    """A container named for loaders (`dataloaders`, `self.loaders`), or built from
+    `DataLoader(...)` calls, that no prepare() call fills."""
+    values = program.values_of(holder)
+    if any(isinstance(n, ast.Call) and last(call_name(n)) == "prepare" for v in values for n in ast.walk(v)):
+        return False
+    if "loader" in last(holder).lower():
+        return True
+    return any(isinstance(n, ast.Call) and last(call_name(n)).endswith("DataLoader") for v in values for n in ast.walk(v))
 
 
 def _named_as_loader(program: Program, name: str) -> bool:

@@ -1878,3 +1878,15 @@ def test_a_batch_unpacked_in_the_loop_body_is_placed_by_the_prepared_loader(tmp_
     # `show` is no function the set-up reaches; its `.cpu()` before `.numpy()` is right on any device
     assert "images[0].cpu().numpy()" in after
     assert "device=device, accelerator=accelerator)" in results["train.py"].after
+
+
+def test_a_run_given_a_package_follows_imports_that_name_the_package(tmp_path) -> None:
+    """pytorch-3dunet: `accel-migrate pytorch3dunet/` where train.py imports
+    `from pytorch3dunet.unet3d.trainer import create_trainer`. The run's files all lie in
+    the package, so imports start from the folder that holds it, as Python's would; the
+    run took the package's folder for the root and linked nothing."""
+    train = TRAIN.replace("import engine\n", "from pkg import engine\n")
+    root = _project(tmp_path, **{"pkg/__init__.py": "", "pkg/train.py": train, "pkg/engine.py": ENGINE})
+    results = _results([os.path.join(root, "pkg")])
+    assert "def train_one_epoch(loader, model, optimizer, device, *, accelerator):" in results["engine.py"].after
+    assert "engine.train_one_epoch(train_loader, model, optimizer, device, accelerator=accelerator)" in results["train.py"].after

@@ -939,3 +939,4 @@ def test_only_an_evaluation_is_said_to_read_its_whole_data() -> None:
     found = {f.message.split("`")[1]: f.message for f in migrate_source(source, "main.py").findings if f.code == "AM914"}
     assert "sees all the data on every process" in found["engine.evaluate"]
     assert "sees all the data" not in found["engine.train"]
+
