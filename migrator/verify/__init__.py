@@ -9,7 +9,8 @@ here edits anything.
 from __future__ import annotations
 
 from migrator.verify import (
-    batch, branches, checkpoints, collectives, devices, distribution, intervals, names, processes, retries, setup, signature, stale, sums,
+    batch, branches, checkpoints, collectives, devices, distribution, double_backward, intervals, names, processes, retries, setup,
+    signature, stale, sums,
 )
 from migrator.verify.pair import Pair, Problem
 
@@ -17,7 +18,7 @@ __all__ = ["Problem", "verify"]
 
 _CHECKS = (
     names.check, branches.check, setup.check, stale.check, devices.check, signature.check, distribution.check, processes.check,
-    batch.check, checkpoints.check, sums.check, collectives.check, retries.check, intervals.check,
+    batch.check, checkpoints.check, sums.check, collectives.check, retries.check, intervals.check, double_backward.check,
 )
 
 

@@ -940,3 +940,32 @@ def test_only_an_evaluation_is_said_to_read_its_whole_data() -> None:
     assert "sees all the data on every process" in found["engine.evaluate"]
     assert "sees all the data" not in found["engine.train"]
 
+
+
+# AM959: a second backward through a prepared model ------------------------------------
+_PENALTY = """
+    import torch
+    from runtime import Accelerator
+    def main(loader):
+        accelerator = Accelerator()
+        D = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(D.parameters(), lr=0.1)
+        D, opt, loader = accelerator.prepare(D, opt, loader)
+        for (x,) in loader:
+            x.requires_grad_(True)
+            out = D(x)
+            grad = torch.autograd.grad(outputs=out.sum(), inputs=x, create_graph=CREATE)[0]
+            loss = out.mean() + ((grad.norm(2, dim=1) - 1) ** 2).mean()
+            opt.zero_grad()
+            accelerator.backward(loss)
+            opt.step()
+"""
+
+
+def test_a_gradient_penalty_through_a_prepared_model_is_not_written() -> None:
+    """Self-Attention-GAN's WGAN-GP: on 2 processes the next step stopped with "Expected to
+    have finished reduction" (reader R1's probe, seventeenth session)."""
+    before = "import torch\n"
+    assert any(code == "AM959" for code, _ in _codes(before, _PENALTY.replace("CREATE", "True")))
+    # a gradient with respect to the input alone (a saliency map) builds no second backward
+    assert not any(code == "AM959" for code, _ in _codes(before, _PENALTY.replace("CREATE", "False")))
