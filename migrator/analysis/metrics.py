@@ -157,6 +157,7 @@ def _gather(fact: LoopFact, facts: Facts, roles: RoleTable, parent, summed: froz
             reason = reason or _scalar_read(value, loop)
     if not statements:
         return None
+    reason = reason or _per_batch_values_over_samples(statements)
     names = sorted(roots, key=lambda r: (_first_read(r, statements, loop), r))  # r: a stable order on ties
     values = list(names)
     renames: list[tuple[str, str]] = []
@@ -229,6 +230,43 @@ def _gather(fact: LoopFact, facts: Facts, roles: RoleTable, parent, summed: froz
         fact.node, tuple(statements), tuple(names), after, tuple(arg_gathers), reason, statements[0],
         values=tuple(values), renames=tuple(renames), reductions=reductions,
     )
+
+
+def _per_batch_values_over_samples(statements: list[cst.BaseSmallStatement]) -> str | None:
+    """`acc += get_accuracy(SR, GT)` beside `length += images.size(0)` (LeeJunHyun's
+    Image_Segmentation): what a helper returns for each batch, added up and divided by a
+    count of samples. Gathered, each step's batch is N times larger and the steps N times
+    fewer: a helper that averages over its batch would add up to 1/N of the original
+    figure. Whether it averages or sums cannot be seen here."""
+    helper = next((s for s in statements if _adds_a_helper_result(s)), None)
+    if helper is None or not any(_counts_samples(s) for s in statements):
+        return None
+    shown = cst.Module([]).code_for_node(helper).strip()
+    return (
+        f"`{shown}` adds up what a helper returns for each batch, and a count of samples divides it: gathered, "
+        "each batch would be N times larger and the sum would change with N if the helper averages over its batch; "
+        "add up per-sample sums and counts across processes after the loop (`accelerator.reduce`) instead"
+    )
+
+
+def _adds_a_helper_result(small: cst.BaseSmallStatement) -> bool:
+    return (
+        isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign)
+        and isinstance(small.value, cst.Call) and isinstance(small.value.func, cst.Name)
+        and small.value.func.value not in ("len", "int", "float", "sum")
+    )
+
+
+def _counts_samples(small: cst.BaseSmallStatement) -> bool:
+    """`length += images.size(0)`, `total += labels.shape[0]`, `n += len(x)`."""
+    if not isinstance(small, cst.AugAssign) or not isinstance(small.operator, cst.AddAssign):
+        return False
+    value = small.value
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "size":
+        return True
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "len":
+        return True
+    return isinstance(value, cst.Subscript) and isinstance(value.value, cst.Attribute) and value.value.attr.value == "shape"
 
 
 def _computed_before(loop: EvalLoop, statements, after: cst.BaseStatement | None, gathered: set[str]) -> str | None:

@@ -186,7 +186,7 @@ def make_plan(
     twins: dict[str, str] = {}
     reading_calls = _with_methods(facts, roles, block.scope, unthreaded_calls)
     for cand in latest.values():
-        if cand.role is Role.MODEL and owners and cand.name not in owners:
+        if cand.role is Role.MODEL and owners and cand.name not in owners and not _owns_a_part(cand.name, owners):
             continue
         if cand.role is Role.MODEL and cand.binding is None and cand.name not in owners:
             continue  # a model parameter is prepared only when an optimizer here updates it
@@ -429,6 +429,13 @@ def _parameters(facts: Facts, block: Block) -> tuple[str, ...]:
     if not isinstance(block.scope, cst.FunctionDef) or block.owner is not block.scope:
         return ()
     return facts.params.get(id(block.scope), ())
+
+
+def _owns_a_part(model: str, owners: set[str]) -> bool:
+    """An optimizer over parts of the model (`model.backbone.parameters()`, `model.classifier
+    .parameters()`: DeepLabV3's parameter groups) updates the model: prepared whole, its
+    wrapper syncs the gradients of every part."""
+    return any(owner.startswith(model + ".") for owner in owners)
 
 
 def _attributes_set_before(facts: Facts, block: Block, parent: Callable) -> list[str]:

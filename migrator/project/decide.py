@@ -61,7 +61,10 @@ def decide(
     unwrapped: set[tuple[str, str]] = set()  # threaded state helpers handed the unwrapped model at every call
     whole: set[tuple[str, str]] = set()  # threaded evaluations whose callers keep their loaders whole
     refusals: dict[str, tuple[Finding, ...]] = {}  # engine → the AM95x reasons its first refused migration gave
-    for _ in range(_ROUNDS):
+    gone: set[tuple[str, str]] = set()  # dropped for good
+    for round_ in range(_ROUNDS):
+        if round_:  # a file that called a function now dropped may have its own threaded (DeepLabV3's engine calling MetricLogger)
+            threaded |= candidates(files, outside, read_only, frozenset(gone)) - gone - plain
         if not threaded:
             return Outcome(frozenset(), {}, {}, refused=refusals), {}
         plain &= threaded
@@ -89,6 +92,7 @@ def decide(
             results[path] = result
             dropped |= check_caller(files[path], threaded, result, prepared, loaders[path], plain)
         threaded -= dropped
+        gone |= dropped
         if dropped:
             continue
         stubs = {}
@@ -121,6 +125,7 @@ def decide(
             results[engine] = result
             dropped |= bad
         threaded -= dropped
+        gone |= dropped
         if again:
             continue
         if needless - dropped:

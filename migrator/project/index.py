@@ -900,6 +900,7 @@ def _bound_elsewhere(tree: ast.Module) -> set[str]:
 
 def candidates(
     files: dict[str, FileIndex], outside: dict[str, str] | None = None, read_only: frozenset[str] = frozenset(),
+    dropped: frozenset[tuple[str, str]] = frozenset(),
 ) -> set[tuple[str, str]]:
     """Functions that may be threaded: called from another file of the run, threadable
     (or threaded before, at calls that pass it the Accelerator), never used as a value in the run, not named by a file of the run through a route the
@@ -907,7 +908,8 @@ def candidates(
     in it (`outside`: path → text; a caller we would not update), and not in a file that
     itself calls a threaded one. A file the run only reads (`read_only`, the project around
     the run's files) is never changed: a function it calls without the Accelerator, or
-    defines without having been threaded before, is not threaded."""
+    defines without having been threaded before, is not threaded. `dropped`: functions an
+    earlier round could not thread; a file calling only those may have its own threaded."""
     used_as_value = set().union(*(f.values for f in files.values())) if files else set()
     # a function only the main process calls (a checkpoint helper under the guard a first
     # migration wrote) runs no collective and saves once already: it is not threaded, so a
@@ -931,6 +933,7 @@ def candidates(
                 out.add(call.target)
     out = {t for t in out - held if not _unfollowed(files, t) and not _named_outside(outside or {}, t)}
     out -= _helpers_of_engines(files, out)
+    out -= dropped
     callers = {f.path for f in files.values() for c in f.calls if c.target in out}
     return {t for t in out if t[0] not in callers}
 

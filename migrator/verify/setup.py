@@ -199,7 +199,9 @@ def _optimizers_and_models(pair: Pair) -> Iterator[Problem]:
     for name, call, models in optimizers(program):
         steps = any(_steps(c, name) for c in program.calls)
         optimizer_prepared = program.is_prepared(name)
-        unprepared = sorted(m for m in models if not program.is_prepared(m) and not _raw_alias(program, m))
+        unprepared = sorted(
+            m for m in models if not program.is_prepared(m) and not _raw_alias(program, m) and not _part_of_prepared(program, m)
+        )
         if optimizer_prepared and unprepared:
             yield pair.at_after(
                 CODE, call,
@@ -213,6 +215,12 @@ def _optimizers_and_models(pair: Pair) -> Iterator[Problem]:
                 f"left as written: the model would be prepared but not `{name}`, the optimizer "
                 "that updates it (no loss scaling, accumulation or scheduler stepping); prepare them in one call",
             )
+
+
+def _part_of_prepared(program: Program, name: str) -> bool:
+    """`model.aux_classifier` of a prepared `model`: its parameters are the wrapped model's."""
+    parts = name.split(".")
+    return any(program.is_prepared(".".join(parts[:i])) for i in range(1, len(parts)) if ".".join(parts[:i]) != "self")
 
 
 def _steps(call: ast.Call, optimizer: str) -> bool:
