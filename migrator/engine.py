@@ -96,6 +96,7 @@ def _run_rules(
         argument_roles={spelling: dict(keys) for spelling, keys in config.project_roles},
         distribution_helpers={spelling: rest for spelling, *rest in config.project_distribution},
         meter_calls=frozenset(config.project_meters), called_elsewhere=frozenset(config.project_called),
+        iterators=frozenset(config.project_iterators),
     )
     ctx = RuleContext(config, path)
     _dispatch(analysis, [rule(analysis, ctx) for rule in rules])

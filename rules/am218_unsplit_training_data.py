@@ -90,7 +90,7 @@ class UnsplitTrainingData(Rule):
             func = c.node.func
             repeated = _in_loop(analysis, c.node) or (isinstance(c.scope, cst.FunctionDef) and c.scope.name.value in looped)
             if isinstance(func, cst.Attribute) and func.attr.value == "backward" and repeated:
-                if _iterates_something(analysis, c.node):
+                if _iterates_something(analysis, c.node, frozenset(self.ctx.config.project_iterators)):
                     return  # batches drawn from an object we cannot see into (a loader a helper made)
                 text = cst.Module([]).code_for_node(c.node).strip()
                 self.report(c.node, call=text if len(text) < 40 else "backward()")
@@ -111,16 +111,19 @@ _COUNTERS = {"range", "count", "itertools.count", "trange"}
 _WRAPPERS = {"enumerate", "tqdm", "tqdm.tqdm", "iter"}
 
 
-def _iterates_something(analysis, node: cst.CSTNode) -> bool:
+def _iterates_something(analysis, node: cst.CSTNode, iterators: frozenset[str] = frozenset()) -> bool:
     """`node` sits in a `for` over something other than a counter (`range`, `count`),
-    after unwrapping `enumerate(...)`/`tqdm(...)`: e.g. `for batch in make_data_loader(...)`."""
+    after unwrapping `enumerate(...)`/`tqdm(...)`: e.g. `for batch in make_data_loader(...)`.
+    A parameter the callers hand a batch iterator of their own (`iterators`,
+    project/iterators.py) is seen into: no DataLoader, nothing splits it."""
     current = analysis.parent(node)
     while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
         if isinstance(current, cst.For):
             source = _bound_value(analysis, current.iter, current)
             while isinstance(source, cst.Call) and _name(source.func) in _WRAPPERS and source.args:
                 source = _bound_value(analysis, source.args[0].value, current)
-            if not (isinstance(source, cst.Call) and _name(source.func) in _COUNTERS):
+            counter = isinstance(source, cst.Call) and _name(source.func) in _COUNTERS
+            if not counter and not (isinstance(source, cst.Name) and source.value in iterators):
                 return True
         current = analysis.parent(current)
     return False

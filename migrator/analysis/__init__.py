@@ -230,7 +230,7 @@ def analyze(
     loader_calls: dict[str, tuple[int, ...]] | None = None, unused_models: dict[str, str] | None = None,
     distribution_helpers: dict[str, list] | None = None, unthreaded_calls: frozenset[str] = frozenset(),
     argument_roles: dict[str, dict[str, str]] | None = None, meter_calls: frozenset[str] = frozenset(),
-    called_elsewhere: frozenset[str] = frozenset(),
+    called_elsewhere: frozenset[str] = frozenset(), iterators: frozenset[str] = frozenset(),
 ) -> ScriptAnalysis:
     """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy).
     `batch_stepped`: schedulers handed to a function of another file of the run that steps
@@ -242,7 +242,8 @@ def analyze(
     `unthreaded_calls`: calls of evaluation functions of other files of the run that get no Accelerator;
     `argument_roles`: calls of functions of other files → position or parameter → role;
     `meter_calls`: calls of other files' running-meter classes (analysis/meters.py);
-    `called_elsewhere`: this file's functions other files of the run call (whole_loaders.py)."""
+    `called_elsewhere`: this file's functions other files of the run call (whole_loaders.py);
+    `iterators`: parameters callers hand a batch iterator that is no DataLoader (never prepared)."""
     module = wrapper.module
     tables = node_tables(module)
     parents, by_type = tables.parents, tables.by_type
@@ -251,7 +252,7 @@ def analyze(
     facts = collect(module)
     facts.by_type, facts.order = tables.by_type, tables.order
     loops_with_backward = backward_loops(facts)
-    roles = assign_roles(facts, loops_with_backward, loader_calls, argument_roles)
+    roles = assign_roles(facts, loops_with_backward, loader_calls, argument_roles, iterators)
     updated = hand_updated_models(facts) if not roles.names(Role.OPTIMIZER) else []
     for name in updated:  # no optimizer: the model a loop updates by hand trains (manual_update.py)
         roles.roles.setdefault(name, Role.MODEL)

@@ -168,13 +168,15 @@ class RoleTable:
 
 def assign_roles(
     facts: Facts, backward_loops: set[int], loader_calls: dict[str, tuple[int, ...]] | None = None,
-    argument_roles: dict[str, dict[str, str]] | None = None,
+    argument_roles: dict[str, dict[str, str]] | None = None, iterators: frozenset[str] = frozenset(),
 ) -> RoleTable:
     """Construction first, then use; a name keeps the first role it gets. `loader_calls`:
     calls of functions in other files of the run that return DataLoaders (the positions
     of the returned tuple that are loaders; -1: the value itself); `argument_roles`: calls
     of functions of other files of the run → position or parameter name → the role their
-    body gives it (project/param_roles.py), for names nothing here gives one."""
+    body gives it (project/param_roles.py), for names nothing here gives one; `iterators`:
+    parameters callers hand a batch iterator that is no DataLoader (project/iterators.py):
+    never loaders, however a loop uses them."""
     local_models = module_classes(facts)
     roles: dict[str, Role] = {}
     for b in facts.bindings:
@@ -195,6 +197,9 @@ def assign_roles(
     _models_of_optimizers(facts, roles)
     if argument_roles:
         _roles_by_callee(facts, roles, argument_roles)
+    for name in iterators:
+        if roles.get(name) is Role.DATALOADER:
+            del roles[name]
     return RoleTable(roles)
 
 

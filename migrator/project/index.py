@@ -39,6 +39,9 @@ class Function:
     # adds up across processes itself (`dist.all_reduce(correct)`): handed the whole data on
     # every process, it would count it N times
     collective: bool = False
+    # hands out a batch iterator of its own file that is no DataLoader (`return DatasetIterater(...)`,
+    # or the class itself): prepare() cannot take what it returns
+    batch_iterator: bool = False
 
 
 @dataclass
@@ -232,6 +235,7 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             seen[node.name] = seen.get(node.name, 0) + 1
     bases = {b.id for n in ast.walk(tree) if isinstance(n, ast.ClassDef) for b in n.bases if isinstance(b, ast.Name)}
+    iterators = _batch_iterators(tree)
     out = {}
     for node in tree.body:
         init = init_of(node) if isinstance(node, ast.ClassDef) and node.name not in bases else None
@@ -259,8 +263,38 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             shaped and ACCELERATOR in kwonly,
             None,
             _collective(node) or any(_collective(base) for base in _bases_here(node, tree)),
+            node.name in iterators if init is not None else _returns_one_of(node, iterators),
         )
     return out
+
+
+def _batch_iterators(tree: ast.Module) -> set[str]:
+    """The module's classes that serve batches by themselves (`__next__` or `__iter__`)
+    and are no DataLoader (Chinese-Text-Classification's `DatasetIterater`)."""
+    return {
+        n.name for n in tree.body if isinstance(n, ast.ClassDef)
+        and any(isinstance(m, ast.FunctionDef) and m.name in ("__next__", "__iter__") for m in n.body)
+        and not any(ast.unparse(b).endswith("DataLoader") for b in n.bases)
+    }
+
+
+def _returns_one_of(function: ast.AST, classes: set[str]) -> bool:
+    """Every `return` of the function hands out an instance of one of `classes`, built
+    there or bound to a name first (`iter = DatasetIterater(...)`, `return iter`)."""
+    if not classes:
+        return False
+    built = {
+        t.id for n in ast.walk(function) if isinstance(n, ast.Assign) and _builds(n.value, classes)
+        for t in n.targets if isinstance(t, ast.Name)
+    }
+    returns = [n.value for n in ast.walk(function) if isinstance(n, ast.Return)]
+    return bool(returns) and all(
+        v is not None and (_builds(v, classes) or isinstance(v, ast.Name) and v.id in built) for v in returns
+    )
+
+
+def _builds(value: ast.AST | None, classes: set[str]) -> bool:
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in classes
 
 
 _COLLECTIVES = {"all_reduce", "all_gather", "all_gather_object", "reduce", "gather", "reduce_scatter", "broadcast"}
@@ -630,6 +664,12 @@ def _state_of_parameter(node: ast.AST, params: set[str]) -> bool:
         and node.func.attr in ("state_dict", "load_state_dict")
         and isinstance(node.func.value, ast.Name) and node.func.value.id in params
     )
+
+
+def resolve_module(module: str, level: int, path: str, run: dict[str, str], root: str) -> str | None:
+    """The run's file that `from module import ...` (or a relative import of `level`) in
+    `path` names; `run`: absolute path → path as given, `root`: run_root()."""
+    return _resolve(module, level, path, run, root)
 
 
 def _resolve(module: str, level: int, path: str, run: dict[str, str], root: str, extended: bool = False) -> str | None:

@@ -1890,3 +1890,64 @@ def test_a_run_given_a_package_follows_imports_that_name_the_package(tmp_path) -
     results = _results([os.path.join(root, "pkg")])
     assert "def train_one_epoch(loader, model, optimizer, device, *, accelerator):" in results["engine.py"].after
     assert "engine.train_one_epoch(train_loader, model, optimizer, device, accelerator=accelerator)" in results["train.py"].after
+
+
+def test_a_batch_iterator_of_the_project_handed_to_a_training_function_is_not_prepared(tmp_path) -> None:
+    """Chinese-Text-Classification: run.py hands `build_iterator(...)`, an instance of the
+    project's own `DatasetIterater` (no DataLoader), to `train(config, model, train_iter)`
+    of train_eval.py, whose loop over it trains. Read as a loader, it was passed to
+    prepare(), which raises on it at start, on one process too (reader R2). The callers
+    say what it is, also when they import it in a branch; AM218 says nothing splits it."""
+    utils = textwrap.dedent('''\
+        import torch
+
+
+        class BatchIterator:
+            def __init__(self, data, batch_size):
+                self.data, self.batch_size, self.index = data, batch_size, 0
+
+            def __iter__(self):
+                return self
+
+            def __next__(self):
+                if self.index * self.batch_size >= len(self.data):
+                    self.index = 0
+                    raise StopIteration
+                self.index += 1
+                return self.data[(self.index - 1) * self.batch_size:self.index * self.batch_size]
+
+
+        def build_iterator(data, batch_size):
+            it = BatchIterator(data, batch_size)
+            return it
+    ''')
+    engine = textwrap.dedent('''\
+        import torch
+
+
+        def train(model, train_iter, epochs):
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for epoch in range(epochs):
+                for batch in train_iter:
+                    optimizer.zero_grad()
+                    model(batch).pow(2).mean().backward()
+                    optimizer.step()
+    ''')
+    run = textwrap.dedent('''\
+        import sys
+        import torch
+        from engine import train
+
+        if __name__ == "__main__":
+            if sys.argv[1:] == ["fast"]:
+                from fast_utils import build_iterator
+            else:
+                from utils import build_iterator
+            train_iter = build_iterator(torch.randn(32, 4), 8)
+            train(torch.nn.Linear(4, 1), train_iter, 2)
+    ''')
+    root = _project(tmp_path, **{"run.py": run, "engine.py": engine, "utils.py": utils})
+    result = _results([root])["engine.py"]
+    assert "model, optimizer = accelerator.prepare(model, optimizer)" in result.after, result.after
+    assert "train_iter" not in result.after.split("accelerator.prepare(")[1].split("\n")[0]
+    assert any(f.code == "AM218" for f in result.findings), result.findings
