@@ -135,7 +135,7 @@ def _parameter_inputs(analysis: "ScriptAnalysis", function: cst.FunctionDef) -> 
         p.name.value for p in function.params.params
         if p.annotation is not None and "Optimizer" in cst.Module([]).code_for_node(p.annotation.annotation)
     }
-    called = set()
+    called, scalers = set(), set()
     for c in analysis.facts.calls:
         func = c.node.func
         if c.scope is not function:
@@ -144,9 +144,11 @@ def _parameter_inputs(analysis: "ScriptAnalysis", function: cst.FunctionDef) -> 
             called.add(func.value)
         elif isinstance(func, cst.Attribute) and func.attr.value in ("step", "zero_grad") and isinstance(func.value, cst.Name):
             called.add(func.value.value)
+        if isinstance(func, cst.Attribute) and func.attr.value in ("scale", "unscale_") and isinstance(func.value, cst.Name):
+            scalers.add(func.value.value)  # a GradScaler steps too, but prepare() takes none
     return [
         p for p in params
-        if p in called or analysis.roles.of(p) in _SET_UP or p in annotated or _OPTIMIZER_PARAM.match(p)
+        if (p in called or analysis.roles.of(p) in _SET_UP or p in annotated or _OPTIMIZER_PARAM.match(p)) and p not in scalers
     ]
 
 
