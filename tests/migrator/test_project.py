@@ -479,6 +479,24 @@ def test_the_index_follows_imports_and_keeps_what_it_cannot_follow_out(tmp_path)
     assert project.candidates(project.index(sources)) == {(str(root / "a" / "engine.py"), "fit")}
 
 
+def test_a_file_calling_only_dropped_candidates_may_have_its_own_threaded(tmp_path) -> None:
+    """WZMIAOMIAO's DeepLabV3: train_and_eval.py's engine calls `utils.MetricLogger` of a
+    third file. A file calling a candidate is not threaded itself, so only MetricLogger
+    was; once the run dropped it, nothing was left to decide and the engine never got its
+    turn. A later round asks again, without what was dropped."""
+    from migrator import project
+
+    helpers, engine = str(tmp_path / "helpers.py"), str(tmp_path / "engine.py")
+    sources = {
+        helpers: "class Meter:\n    def __init__(self, model):\n        self.model = model\n\n    def log(self, x):\n        print(self.model(x).backward())\n",
+        engine: "import helpers\n\ndef fit(model, loader):\n    meter = helpers.Meter(model)\n    for x in loader:\n        model(x).backward()\n",
+        str(tmp_path / "run.py"): "import engine\n\ndef go(m, l):\n    engine.fit(m, l)\n",
+    }
+    files = project.index(sources)
+    assert project.candidates(files) == {(helpers, "Meter")}
+    assert project.candidates(files, dropped=frozenset({(helpers, "Meter")})) == {(engine, "fit")}
+
+
 def test_a_name_bound_again_is_not_taken_for_the_module(tmp_path) -> None:
     from migrator import project
 
