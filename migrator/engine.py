@@ -278,7 +278,7 @@ def migrate_verified(
     unthreaded = frozenset(n for n in called if "." not in n and f"{n}(" not in config.project_callers)
     problems = verify_migration(
         source, outcome.code, frozenset(config.project_entered), frozenset(config.project_placing), unthreaded,
-        frozenset(config.project_refused),
+        frozenset(config.project_refused), frozenset(config.project_module_readers),
     )
     unsafe = any(f.code in _UNSAFE_TO_WRITE for f in outcome.findings)
     if not unsafe and not any(p.blocking for p in problems):

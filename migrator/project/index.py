@@ -42,6 +42,8 @@ class Function:
     # hands out a batch iterator of its own file that is no DataLoader (`return DatasetIterater(...)`,
     # or the class itself): prepare() cannot take what it returns
     batch_iterator: bool = False
+    # parameters whose `.module` it reads (a class: kept as `self.model = model`, then `self.model.module`)
+    module_params: tuple[str, ...] = ()
 
 
 @dataclass
@@ -264,8 +266,26 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             None,
             _collective(node) or any(_collective(base) for base in _bases_here(node, tree)),
             node.name in iterators if init is not None else _returns_one_of(node, iterators),
+            _module_params(node, init, params),
         )
     return out
+
+
+def _module_params(node: ast.AST, init: ast.FunctionDef | None, params: tuple[str, ...]) -> tuple[str, ...]:
+    """The parameters whose `.module` the function reads (`model.module.state_dict()`); for
+    a class, those `__init__` keeps on self (`self.model = model`) and a method reads
+    `self.model.module` of (Conv-TasNet's Solver saving `self.model.module.serialize(...)`)."""
+    reads = {
+        ast.unparse(n.value) for n in ast.walk(node) if isinstance(n, ast.Attribute) and n.attr == "module"
+        and isinstance(n.value, (ast.Name, ast.Attribute))
+    }
+    if init is None:
+        return tuple(p for p in params if p in reads)
+    kept = {
+        f"self.{t.attr}": s.value.id for s in ast.walk(init) if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name)
+        for t in s.targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+    }
+    return tuple(sorted({kept[r] for r in reads if r in kept and kept[r] in params}))
 
 
 def _batch_iterators(tree: ast.Module) -> set[str]:

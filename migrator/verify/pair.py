@@ -39,17 +39,22 @@ class Pair:
     # calls of the run's training functions whose own migration was left as written
     # (project/decide.py: Config.project_refused)
     refused_trainers: frozenset[str] = frozenset()
+    # calls of other files' code that reads `.module` of a model it is handed
+    # (project/module_readers.py: Config.project_module_readers)
+    module_readers: frozenset[str] = frozenset()
 
     @classmethod
     def of(
         cls, before_text: str, after_text: str, called_elsewhere: frozenset[str] = frozenset(),
         placing: frozenset[str] = frozenset(), called_unthreaded: frozenset[str] = frozenset(),
-        refused_trainers: frozenset[str] = frozenset(),
+        refused_trainers: frozenset[str] = frozenset(), module_readers: frozenset[str] = frozenset(),
     ) -> "Pair | None":
         before, after = Program.parse(before_text), Program.parse(after_text)
         if before is None or after is None:
             return None
-        return cls(before_text, after_text, before, after, called_elsewhere, placing, called_unthreaded, refused_trainers)
+        return cls(
+            before_text, after_text, before, after, called_elsewhere, placing, called_unthreaded, refused_trainers, module_readers,
+        )
 
     @functools.cached_property
     def _after_to_before(self) -> list[tuple[int, bool]]:

@@ -29,8 +29,34 @@ _KEYED = {"state_dict": "its keys gain DDP's `module.` prefix on N processes",
 def check(pair: Pair) -> list[Problem]:
     return (
         list(_wrapped_model_uses(pair)) + list(_orphan_set_epoch(pair)) + list(_device_strings(pair))
-        + list(_prepared_model_moved(pair)) + list(_main_only_file_read(pair))
+        + list(_prepared_model_moved(pair)) + list(_main_only_file_read(pair)) + list(_handed_to_module_readers(pair))
     )
+
+
+def _handed_to_module_readers(pair: Pair) -> Iterator[Problem]:
+    """A prepared model handed to code of another file that reads its `.module` (its
+    DataParallel wrap removed here): on one process prepare() leaves the model plain and
+    that read fails. Also when that code is migrated with this file (its call passes the
+    Accelerator): its migration cannot see the wrap and keeps `.module` as written."""
+    after = pair.after
+    if not pair.module_readers:
+        return
+    models = prepared_models(after)
+    for call in after.calls:
+        spelling = call_name(call)
+        if spelling not in pair.module_readers:
+            continue
+        handed = [dotted(a) for a in call.args] + [dotted(k.value) for k in call.keywords]
+        model = next((h for h in handed if h in models), None)
+        if model is not None:
+            yield pair.at_after(
+                CODE, call,
+                f"left as written: `{spelling}` reads `.module` of the model it is handed, and `{model}` would be "
+                "prepared here: prepare() wraps it only on N processes, so on one the plain model has no `.module` and "
+                "that code fails (its own migration cannot see the wrap it relied on); read the model there through "
+                "`accelerator.unwrap_model(...)` instead of `.module`, then migrate",
+            )
+            return
 
 
 # Calls that only mention a path (a message), not touch the file.

@@ -1969,3 +1969,46 @@ def test_a_batch_iterator_of_the_project_handed_to_a_training_function_is_not_pr
     assert "model, optimizer = accelerator.prepare(model, optimizer)" in result.after, result.after
     assert "train_iter" not in result.after.split("accelerator.prepare(")[1].split("\n")[0]
     assert any(f.code == "AM218" for f in result.findings), result.findings
+
+
+def test_a_model_handed_to_code_reading_its_module_is_not_prepared(tmp_path) -> None:
+    """Conv-TasNet: train.py wraps the model in DataParallel and hands it to `Solver`, which
+    saves `self.model.module.state_dict()`. Migrated together, the solver kept `.module`
+    (its migration cannot see the wrap of another file) while train.py prepared a plain
+    model: AttributeError on one process. Alone beside it (the hook's case), the same. Both
+    are left as written; AM952 at the call says why."""
+    solver = textwrap.dedent('''\
+        import torch
+
+
+        class Solver:
+            def __init__(self, loader, model, optimizer):
+                self.loader = loader
+                self.model = model
+                self.optimizer = optimizer
+
+            def train(self):
+                for x, y in self.loader:
+                    self.optimizer.zero_grad()
+                    torch.nn.functional.mse_loss(self.model(x), y).backward()
+                    self.optimizer.step()
+                torch.save(self.model.module.state_dict(), "final.pth")
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from solver import Solver
+
+
+        def main():
+            data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+            loader = torch.utils.data.DataLoader(data, batch_size=8, shuffle=True)
+            model = torch.nn.DataParallel(torch.nn.Linear(4, 1))
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            Solver(loader, model, optimizer).train()
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "solver.py": solver})
+    for results in (_results([root]), _results([os.path.join(root, "train.py")])):
+        assert results["train.py"].after in (None, train)
+        told = [f for f in results["train.py"].findings if f.code == "AM952" and "reads `.module` of the model" in f.message]
+        assert told and told[0].start.line == 10, results["train.py"].findings
+    assert _results([root])["solver.py"].after in (None, solver)
