@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import Role
+from migrator.analysis.roles import own_batch_iterators
 from migrator.rule import Example, Rule
 
 _SPLITS = {"process_index", "num_processes", "split_between_processes"}
@@ -90,7 +91,8 @@ class UnsplitTrainingData(Rule):
             func = c.node.func
             repeated = _in_loop(analysis, c.node) or (isinstance(c.scope, cst.FunctionDef) and c.scope.name.value in looped)
             if isinstance(func, cst.Attribute) and func.attr.value == "backward" and repeated:
-                if _iterates_something(analysis, c.node, frozenset(self.ctx.config.project_iterators)):
+                seen_into = frozenset(self.ctx.config.project_iterators) | own_batch_iterators(analysis.facts)
+                if _iterates_something(analysis, c.node, seen_into):
                     return  # batches drawn from an object we cannot see into (a loader a helper made)
                 text = cst.Module([]).code_for_node(c.node).strip()
                 self.report(c.node, call=text if len(text) < 40 else "backward()")
@@ -119,6 +121,12 @@ def _iterates_something(analysis, node: cst.CSTNode, iterators: frozenset[str] =
     current = analysis.parent(node)
     while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
         if isinstance(current, cst.For):
+            raw = current.iter
+            while isinstance(raw, cst.Call) and _name(raw.func) in _WRAPPERS and raw.args:
+                raw = raw.args[0].value
+            if isinstance(raw, cst.Name) and raw.value in iterators:
+                current = analysis.parent(current)
+                continue  # a batch iterator of the project's own: seen into, nothing splits it
             source = _bound_value(analysis, current.iter, current)
             while isinstance(source, cst.Call) and _name(source.func) in _WRAPPERS and source.args:
                 source = _bound_value(analysis, source.args[0].value, current)

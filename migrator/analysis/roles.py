@@ -197,10 +197,24 @@ def assign_roles(
     _models_of_optimizers(facts, roles)
     if argument_roles:
         _roles_by_callee(facts, roles, argument_roles)
-    for name in iterators:
+    for name in set(iterators) | own_batch_iterators(facts):
         if roles.get(name) is Role.DATALOADER:
             del roles[name]
     return RoleTable(roles)
+
+
+def own_batch_iterators(facts: Facts) -> set[str]:
+    """Names bound to an instance of a class of this file that serves batches itself
+    (`__iter__` or `__next__`) and is no DataLoader: prepare() cannot take it."""
+    classes = {
+        name for name, cls in facts.classes.items()
+        if not any((dotted_name(b.value) or "").endswith("DataLoader") for b in cls.bases)
+        and any(isinstance(s, cst.FunctionDef) and s.name.value in ("__iter__", "__next__") for s in cls.body.body)
+    }
+    return {
+        b.name for b in facts.bindings
+        if classes and b.element is None and isinstance(b.value, cst.Call) and dotted_name(b.value.func) in classes
+    }
 
 
 def _optimizers_from_factories(facts: Facts, roles: dict[str, Role]) -> None:

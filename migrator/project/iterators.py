@@ -28,21 +28,28 @@ def iterator_params(sources: dict[str, bytes], files: dict[str, FileIndex]) -> d
         except (SyntaxError, ValueError):
             continue
         made = {c.spelling for c in f.calls if _hands_out_iterators(files, c.target)} | _imported_anywhere(tree, path, files, run, root)
+        made |= {name for name, function in f.functions.items() if function.batch_iterator}  # defined in the caller's own file
         if not made:
             continue
         bound = {
             t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
             and chain(n.value.func) in made for t in n.targets if isinstance(t, ast.Name)
         }
-        for call in f.calls:
-            owner = files.get(call.target[0])
-            function = owner.functions.get(call.target[1]) if owner else None
-            if function is None or call.target[0] == path:
+
+        def iterator(expr: ast.AST) -> bool:  # `train_iter`, or `DatasetIterater(data)` built in the call
+            return isinstance(expr, ast.Name) and expr.id in bound or isinstance(expr, ast.Call) and chain(expr.func) in made
+
+        targets = {c.spelling: c.target for c in f.calls if c.target[0] != path}
+        for node in ast.walk(tree):
+            target = targets.get(chain(node.func) or "") if isinstance(node, ast.Call) else None
+            owner = files.get(target[0]) if target else None
+            function = owner.functions.get(target[1]) if owner else None
+            if function is None:
                 continue
-            given = list(zip(function.params, call.args)) + list(call.keywords)
-            found = {param for param, name in given if name in bound}
+            given = list(zip(function.params, node.args)) + [(k.arg, k.value) for k in node.keywords if k.arg]
+            found = {param for param, expr in given if iterator(expr)}
             if found:
-                out.setdefault(call.target[0], set()).update(found)
+                out.setdefault(target[0], set()).update(found)
     return {path: tuple(sorted(names)) for path, names in out.items()}
 
 
