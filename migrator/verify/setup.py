@@ -287,8 +287,9 @@ def _drawn_from_a_container(pair: Pair, loop: ast.For | ast.AsyncFor) -> Iterato
         CODE, loop.iter,
         f"left as written: the training loop draws from `{spelling}`, a loader kept in a container the migration "
         f"does not take apart, so it would not be prepared and every process would read the whole data set; "
-        f"prepare each loader where the container is built (`{holder} = {{k: accelerator.prepare(v) for k, v in "
-        f"{holder}.items()}}` for a dict), with the model",
+        f"prepare the training loader with the model where the container is built (`{spelling} = "
+        f"accelerator.prepare({spelling})`); a validation loader prepared too gives each process its share, so its "
+        f"metrics (and what they decide: a scheduler, an early stop, the best checkpoint) must be gathered first",
     )
 
 
