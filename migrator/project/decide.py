@@ -497,4 +497,4 @@ def _others_kept(before: list[ast.stmt], after: list[ast.stmt]) -> bool:
 
 
 def _device_moves(node: ast.AST) -> int:
-    return sum(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("to", "cuda") for n in ast.walk(node))
+    return sum(_moving(n) for n in ast.walk(node))

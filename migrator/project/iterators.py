@@ -20,9 +20,14 @@ def iterator_params(sources: dict[str, bytes], files: dict[str, FileIndex]) -> d
     """For each file of the run: the parameters of its functions (and of its classes'
     `__init__`) that a caller in another file hands a batch iterator of the run's own."""
     out: dict[str, set[str]] = {}
+    names = {name.encode() for f in files.values() for name, function in f.functions.items() if function.batch_iterator}
+    if not names:
+        return {}
     run = {os.path.abspath(p): p for p in files}
     root = run_root(run) if run else ""
     for path, f in files.items():
+        if not any(name in sources.get(path, b"") for name in names):
+            continue  # names none of them: nothing to parse
         try:
             tree = ast.parse(sources.get(path, b""))
         except (SyntaxError, ValueError):
