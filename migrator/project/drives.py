@@ -17,7 +17,9 @@ from migrator.project.index import FileIndex, chain
 
 def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[tuple[str, int, int, str, str], ...]]:
     """For each file: its calls of functions, classes or instances' methods of other files
-    of the run that train (a `.backward()` or `.step()` in them), as (spelling, line, column,
+    of the run that train (a `.backward()` or `.step()` in them), and of other files'
+    functions handed an instance whose methods train (LightGCN's
+    `Procedure.BPR_train_original(dataset, model, bpr)`, calling `bpr.stageOne(...)`), as (spelling, line, column,
     the other file, the function or class), in the order of the file."""
     out = {}
     methods_of: dict[tuple[str, str], set[str]] = {}  # each class of the run parsed once
@@ -28,7 +30,8 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
         return methods_of[target]
 
     for path, f in files.items():
-        trains = {c.spelling: c.target for c in f.calls if c.target[0] != path and _trains(files, c.target)}
+        others = {c.spelling: c.target for c in f.calls if c.target[0] != path}
+        trains = {s: t for s, t in others.items() if _trains(files, t)}
         instances = {name: target for name, target in instances_of(sources.get(path, b""), f, files).items() if target[0] != path}
         if not trains and not instances:
             continue
@@ -42,6 +45,10 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
                 continue
             spelling = chain(node.func)
             target = trains.get(spelling or "")
+            if target is None and spelling in others and any(
+                training_methods(instances[n]) for n in _names_handed(node) if n in instances
+            ):
+                target = others[spelling]  # `train(dataset, model, bpr)`: bpr's methods train, called in there
             if target is None and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
                 made = instances.get(node.func.value.id)
                 trains_here = made is not None and node.func.attr in training_methods(made)
@@ -54,6 +61,10 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
         if found:
             out[path] = tuple(sorted(found, key=lambda c: (c[1], c[2])))
     return out
+
+
+def _names_handed(call: ast.Call) -> list[str]:
+    return [a.id for a in [*call.args, *(k.value for k in call.keywords)] if isinstance(a, ast.Name)]
 
 
 def _training_methods(sources: dict[str, bytes], path: str, name: str) -> set[str]:

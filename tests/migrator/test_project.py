@@ -1775,6 +1775,53 @@ def test_a_file_driving_the_training_of_another_file_is_never_passed_in_silence(
     assert "the findings of trainer.py say what stands in the way" in driven[0].message
 
 
+def test_a_file_handing_a_training_object_to_another_files_loop_is_never_passed_in_silence(tmp_path) -> None:
+    """LightGCN's main.py builds `bpr = utils.BPRLoss(model, config)`, a class whose
+    `stage_one` runs the backward and the step, and hands it to `procedure.train_epoch(data,
+    model, bpr)`, which calls `bpr.stage_one(...)` per batch. main.py calls no backward and
+    no method that trains; alone it said "Nothing to migrate". The call that hands the
+    object over is named now (AM916), with the file where its training runs."""
+    losses = textwrap.dedent('''\
+        import torch
+
+
+        class PairLoss:
+            def __init__(self, model, lr):
+                self.model = model
+                self.opt = torch.optim.Adam(model.parameters(), lr=lr)
+
+            def stage_one(self, users, items):
+                loss = self.model(users, items).mean()
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+                return loss.item()
+    ''')
+    procedure = textwrap.dedent('''\
+        def train_epoch(batches, model, trainer):
+            model.train()
+            total = 0.0
+            for users, items in batches:
+                total += trainer.stage_one(users, items)
+            return total
+    ''')
+    main = textwrap.dedent('''\
+        import losses
+        import procedure
+        from nets import build
+
+        model = build()
+        pair = losses.PairLoss(model, 0.01)
+        for epoch in range(3):
+            print(procedure.train_epoch(range(4), model, pair))
+    ''')
+    root = _project(tmp_path, **{"main.py": main, "losses.py": losses, "procedure.py": procedure})
+    alone = _results([os.path.join(root, "main.py")])["main.py"]
+    named = [(f.code, f.start.line) for f in alone.findings]
+    assert named == [("AM916", 8)], alone.findings
+    assert "`procedure.train_epoch(...)` runs the training of `train_epoch` (procedure.py)" in alone.findings[0].message
+
+
 def test_a_function_another_file_of_the_run_calls_is_not_given_a_required_accelerator(tmp_path) -> None:
     """SupContrast: main_ce.py's `set_loader(opt)` downloads, so its own migration threads
     the Accelerator in (`set_loader(opt, *, accelerator)`); main_linear.py imports it and
