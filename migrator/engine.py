@@ -378,7 +378,7 @@ def _not_silent(
 
     trains_here = "backward" in source or "step(" in source or "clip_grad" in source or "DataParallel" in source
     problems = silent_training(source, called) if trains_here else []
-    problems = problems or driven_training(source, drives)
+    problems = problems or driven_training(source, drives, path)
     found = tuple(_refusal(path, p) for p in problems)
     return replace(outcome, findings=found) if found else outcome
 

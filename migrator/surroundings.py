@@ -61,29 +61,42 @@ def read_around(paths: list[str], limit: int = 500) -> dict[str, bytes]:
     return {os.path.relpath(full) if relative else full: data for full, data in found.items()}
 
 
-_IMPORT = re.compile(rb"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+([\w, \t()]+)|import[ \t]+([\w., \t]+))", re.MULTILINE)
+_IMPORT = re.compile(rb"^[ \t]*(?:from[ \t]+([\w.]+)[ \t]+import[ \t]+([\w, \t()*]+)|import[ \t]+([\w., \t]+))", re.MULTILINE)
 
 
 def _imported_modules(data: bytes) -> list[str]:
-    """Dotted names an absolute import may load: `from a.b import c, d` → a.b, a.b.c,
-    a.b.d; `import a.b, e` → a.b, e (textual, as project.linked reads imports)."""
+    """Dotted names an import may load: `from a.b import c, d` → a.b, a.b.c, a.b.d;
+    `import a.b, e` → a.b, e; a relative one keeps its dots (`from .trainer import *` →
+    .trainer; `from . import engine` → .engine) (textual, as project.linked reads imports)."""
     out = []
     for frm, names, plain in _IMPORT.findall(data):
         if frm:
             base = frm.decode()
             out.append(base)
-            out += [f"{base}.{n.strip().split()[0]}" for n in names.decode().strip("() \t").split(",") if n.strip()]
+            joint = "" if base.endswith(".") else "."
+            out += [
+                f"{base}{joint}{n.strip().split()[0]}" for n in names.decode().strip("() \t").split(",")
+                if n.strip() and n.strip() != "*"
+            ]
         else:
             out += [m.strip().split()[0] for m in plain.decode().split(",") if m.strip()]
     return out
 
 
 def _module_files(module: str, here: str, folders: list[str]) -> list[str]:
-    """The files `module` can be, looked up from `here` and the folders around the run,
-    with the `__init__.py` of each package on the way."""
-    parts = module.split(".")
+    """The files `module` can be, looked up from `here` and the folders around the run
+    (a relative one from `here` climbed by its dots, past the first), with the
+    `__init__.py` of each package on the way."""
+    dots = len(module) - len(module.lstrip("."))
+    if dots:
+        root = here
+        for _ in range(dots - 1):
+            root = os.path.dirname(root)
+        roots, parts = [root], [p for p in module[dots:].split(".") if p]
+    else:
+        roots, parts = [here, *folders], module.split(".")
     out = []
-    for root in [here, *folders]:
+    for root in roots:
         for i in range(1, len(parts) + 1):
             stem = os.path.join(root, *parts[:i])
             for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):

@@ -19,7 +19,9 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
     """For each file: its calls of functions, classes or instances' methods of other files
     of the run that train (a `.backward()` or `.step()` in them), and of other files'
     functions handed an instance whose methods train (LightGCN's
-    `Procedure.BPR_train_original(dataset, model, bpr)`, calling `bpr.stageOne(...)`), as (spelling, line, column,
+    `Procedure.BPR_train_original(dataset, model, bpr)`, calling `bpr.stageOne(...)`), and
+    of methods a subclass of another file defines to train (`self._train_epoch(epoch)` in a
+    base class's epoch loop), as (spelling, line, column,
     the other file, the function or class), in the order of the file."""
     out = {}
     methods_of: dict[tuple[str, str], set[str]] = {}  # each class of the run parsed once
@@ -33,7 +35,11 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
         others = {c.spelling: c.target for c in f.calls if c.target[0] != path}
         trains = {s: t for s, t in others.items() if _trains(files, t)}
         instances = {name: target for name, target in instances_of(sources.get(path, b""), f, files).items() if target[0] != path}
-        if not trains and not instances:
+        subclasses = {
+            (other, name): fn.inherits[1] for other, g in files.items() if other != path
+            for name, fn in g.functions.items() if fn.inherits is not None and fn.inherits[0] == path
+        }
+        if not trains and not instances and not subclasses:
             continue
         try:
             tree = ast.parse(sources[path])
@@ -56,11 +62,29 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
                 methods |= {target} if target is not None else set()
             if target is not None:
                 found.append((spelling, node.lineno, node.col_offset + 1, target[0], target[1]))
+        found += _inherited_steps(tree, subclasses, training_methods)
         # `trainer = FasterRCNNTrainer(model)`, then `trainer.train_step(...)`: the method is what trains
         found = [c for c in found if (c[3], c[4]) not in methods or c[0].rpartition(".")[2] != c[4]]
         if found:
             out[path] = tuple(sorted(found, key=lambda c: (c[1], c[2])))
     return out
+
+
+def _inherited_steps(tree: ast.Module, subclasses: dict[tuple[str, str], str], training_methods) -> list[tuple]:
+    """`self._train_epoch(epoch)` in the epoch loop of a base class whose subclass of
+    another file trains in `_train_epoch` (pytorch-template's BaseTrainer.train() and
+    trainer/trainer.py's Trainer): the base class drives that training."""
+    found = []
+    for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+        heirs = [sub for sub, base in subclasses.items() if base == cls.name]
+        for node in ast.walk(cls):
+            func = node.func if isinstance(node, ast.Call) else None
+            if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
+                continue
+            heir = next((sub for sub in heirs if func.attr in training_methods(sub)), None)
+            if heir is not None:
+                found.append((f"self.{func.attr}", node.lineno, node.col_offset + 1, heir[0], heir[1]))
+    return found
 
 
 def _names_handed(call: ast.Call) -> list[str]:

@@ -57,11 +57,12 @@ def _wrapped_for_training(program: Program, text: str) -> Iterator[Problem]:
             return
 
 
-def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str, bool], ...]) -> list[Problem]:
+def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str, bool], ...], path: str = "") -> list[Problem]:
     """The calls by which an unmigrated file runs the training of another file of the run
     (`trainer.train_step(...)` of a FasterRCNNTrainer whose methods call backward):
     project/drives.py. The first one is named, once per function or class. Asking to give
-    both files to one run is for the other file only read around this one."""
+    both files to one run is for the other file only read around this one. The other file
+    is named from the folder the two share (trainer/trainer.py for base/base_trainer.py)."""
     program = Program.parse(text)
     if program is None or program.prepares or _has_accelerator(program):
         return []
@@ -71,13 +72,21 @@ def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str, bool
             continue
         seen.add(name)
         together = "" if in_run else "give both files to one run; "
+        where = _from_common_folder(file, path)
         out.append(Problem(
             CODE, line, col,
-            f"`{spelling}(...)` runs the training of `{name}` ({os.path.basename(file)}), which needs the Accelerator, "
+            f"`{spelling}(...)` runs the training of `{name}` ({where}), which needs the Accelerator, "
             f"but nothing here was migrated or reported: the two are migrated together or not at all ({together}the "
-            f"findings of {os.path.basename(file)} say what stands in the way)",
+            f"findings of {where} say what stands in the way)",
         ))
     return out[:_LIMIT]
+
+
+def _from_common_folder(file: str, path: str) -> str:
+    if not path:
+        return os.path.basename(file)
+    both = [os.path.abspath(file), os.path.abspath(path)]
+    return os.path.relpath(both[0], os.path.commonpath([os.path.dirname(p) for p in both]))
 
 
 def _reason(what: str, owner: str | None, called: frozenset[str]) -> str:

@@ -1822,6 +1822,58 @@ def test_a_file_handing_a_training_object_to_another_files_loop_is_never_passed_
     assert "`procedure.train_epoch(...)` runs the training of `train_epoch` (procedure.py)" in alone.findings[0].message
 
 
+def test_a_base_class_whose_loop_runs_a_subclass_training_is_never_passed_in_silence(tmp_path) -> None:
+    """pytorch-template's base/base_trainer.py holds the epoch loop (`self._train_epoch(epoch)`,
+    the checkpoints, the early stop); trainer/trainer.py's `Trainer(BaseTrainer)` runs the
+    backward in `_train_epoch`. The base file alone (the hook's case) said "Nothing to
+    migrate": the call into the subclass's training is named now (AM916)."""
+    base = textwrap.dedent('''\
+        import torch
+
+
+        class BaseTrainer:
+            def __init__(self, model, epochs):
+                self.model, self.epochs = model, epochs
+
+            def train(self):
+                for epoch in range(self.epochs):
+                    log = self._train_epoch(epoch)
+                    torch.save(self.model.state_dict(), f"epoch{epoch}.pt")
+    ''')
+    trainer = textwrap.dedent('''\
+        from base.base_trainer import BaseTrainer
+
+
+        class Trainer(BaseTrainer):
+            def __init__(self, model, optimizer, loader, epochs):
+                super().__init__(model, epochs)
+                self.optimizer, self.loader = optimizer, loader
+
+            def _train_epoch(self, epoch):
+                for x, y in self.loader:
+                    self.optimizer.zero_grad()
+                    (self.model(x) - y).pow(2).mean().backward()
+                    self.optimizer.step()
+                return {}
+    ''')
+    train = textwrap.dedent('''\
+        from trainer import Trainer
+    ''')
+    root = _project(tmp_path, **{
+        "train.py": train, "base/__init__.py": "", "base/base_trainer.py": base,
+        "trainer/__init__.py": "from .trainer import *\n", "trainer/trainer.py": trainer,
+    })
+    here = os.getcwd()
+    os.chdir(root)  # the hook runs at the repository's root
+    try:
+        alone = _results(["base/base_trainer.py"])["base_trainer.py"]
+    finally:
+        os.chdir(here)
+    named = [(f.code, f.start.line) for f in alone.findings]
+    assert named == [("AM916", 10)], alone.findings
+    assert "`self._train_epoch(...)` runs the training of `Trainer` (trainer/trainer.py)" in alone.findings[0].message
+
+
 def test_a_function_another_file_of_the_run_calls_is_not_given_a_required_accelerator(tmp_path) -> None:
     """SupContrast: main_ce.py's `set_loader(opt)` downloads, so its own migration threads
     the Accelerator in (`set_loader(opt, *, accelerator)`); main_linear.py imports it and

@@ -40,6 +40,25 @@ def test_the_folders_up_to_the_working_directory_and_the_modules_they_import_are
     )
 
 
+def test_relative_imports_and_star_imports_of_a_package_are_followed(tmp_path, monkeypatch) -> None:
+    """pytorch-template's train.py does `from trainer import Trainer`, and
+    trainer/__init__.py does `from .trainer import *`: the class that trains is in
+    trainer/trainer.py. The star kept the import line from being read at all, so a run of
+    base/base_trainer.py alone never saw the subclass it drives."""
+    _write(tmp_path, {
+        "train.py": "from trainer import Trainer\n",
+        "trainer/__init__.py": "from .trainer import *\nfrom . import hooks\n",
+        "trainer/trainer.py": "from ..base import losses\n",
+        "trainer/hooks.py": "H = 1\n",
+        "trainer/unrelated.py": "U = 1\n",
+        "base/base_trainer.py": "B = 1\n",
+    })
+    monkeypatch.chdir(tmp_path)
+    assert sorted(read_around(["base/base_trainer.py"])) == [
+        "train.py", "trainer/__init__.py", "trainer/hooks.py", "trainer/trainer.py",
+    ]
+
+
 def _lint(cwd, *paths: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "migrator", "--lint", *paths, "--no-cache"], cwd=cwd, capture_output=True, text=True, timeout=300,
