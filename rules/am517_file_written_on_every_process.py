@@ -30,6 +30,12 @@ _WRITERS = {
     "shutil.rmtree": (0, "path"),
     "joblib.dump": (1, "filename"),
 }
+# pandas frames written with `.to_csv(path)` and the like: the method → its path keyword
+_FRAME_WRITERS = {
+    "to_csv": "path_or_buf", "to_json": "path_or_buf", "to_excel": "excel_writer", "to_parquet": "path",
+    "to_pickle": "path", "to_feather": "path", "to_html": "buf",
+}
+_FRAME_MAKERS = {"pandas.DataFrame", "pandas.concat", "pandas.read_csv", "pandas.Series"}
 # writers that run a model they are given: on the main process alone it must be the
 # unwrapped one (DistributedDataParallel's forward would wait for the other processes)
 _MODEL_ARGUMENT = {"torch.onnx.export": (0, "model")}
@@ -47,7 +53,9 @@ class FileWrittenOnEveryProcess(Rule):
     under `if accelerator.is_main_process:`: a statement that is one call of
     `torchvision.utils.save_image`, `matplotlib.pyplot.savefig`, `numpy.save`/`savez`/
     `savetxt`, `torch.onnx.export`, `shutil.copyfile`/`copy`/`copy2`/`copytree` (and the
-    `shutil.rmtree` that clears its destination first), `joblib.dump`, a whole `with open(path, "w") as f:` block (any
+    `shutil.rmtree` that clears its destination first), `joblib.dump`, a pandas frame's
+    `to_csv`/`to_json`/`to_excel`/... (`pd.DataFrame(log).to_csv(path)`, or a name bound to
+    a frame pandas made in the same scope), a whole `with open(path, "w") as f:` block (any
     writing mode), or an archive unpacked (`tar.extractall()`, `shutil.unpack_archive`,
     with the `with` blocks that only download and open it). In the block, calls of the
     prepared model, and the model an ONNX export runs, go through
@@ -101,7 +109,7 @@ class FileWrittenOnEveryProcess(Rule):
     directories, are per-process files and are left alone. A path drawn at random
     (`runs/<random.randint(...)>` with no seed set alike before it) is reported for what it
     does: each process writes its own copy in a place of its own. Writers this rule does not
-    know (`DataFrame.to_csv`, an image object made elsewhere) are not reported.
+    know (a frame made elsewhere, an image object made elsewhere) are not reported.
     """
 
     code = "AM517"
@@ -186,10 +194,34 @@ class FileWrittenOnEveryProcess(Rule):
             if not isinstance(with_, cst.With):
                 return call, path, None, "open()"
             return call, path, with_ if len(with_.items) == 1 else None, "open()"
+        frame = self._frame_write(call)
+        if frame is not None:
+            path = _argument(call, 0, _FRAME_WRITERS[frame])
+            return (call, path, self._own_line(call), f"DataFrame.{frame}()") if path is not None else None
         if self._pil_image_save(call):
             path = _argument(call, 0, "fp")
             return (call, path, self._own_line(call), "Image.save()") if path is not None else None
         return None
+
+    def _frame_write(self, call: cst.Call) -> str | None:
+        """`pd.DataFrame(log).to_csv(path)`, or `.to_csv(path)` (`to_json`, ...) on a name
+        bound in the same scope to a frame pandas makes (`df = pd.DataFrame(rows)`):
+        the method's name."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in _FRAME_WRITERS):
+            return None
+        analysis = self.analysis
+        values = [func.value]
+        if isinstance(func.value, cst.Name):
+            scope = analysis.scope_of(call)
+            values = [
+                b.value for b in analysis.facts.bindings
+                if b.name == func.value.value and b.value is not None and analysis.scope_of(b.statement) is scope
+            ]
+        made = bool(values) and all(
+            isinstance(v, cst.Call) and analysis.imports.qualify(v.func) in _FRAME_MAKERS for v in values
+        )
+        return func.attr.value if made else None
 
     def _pil_image_save(self, call: cst.Call) -> bool:
         """`Image.fromarray(a).save(path)`, or `.save(path)` on a name bound to a PIL image

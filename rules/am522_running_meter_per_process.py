@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis.meters import why_left
 from migrator.analysis.metric_shapes import fresh_name, names_of_scope
-from migrator.analysis.walk import descendants
 from migrator.edits import Fix, ImportChange, insert_after
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -102,7 +102,7 @@ class RunningMeterPerProcess(Rule):
             anchor = sync.updates[0]
             if analysis.accelerator_at(sync.loop) is None:
                 continue  # a function no Accelerator reaches: AM913 names its meters (analysis/unreached.py)
-            why = self._why_not(sync)
+            why = why_left(sync, analysis.branches)
             if why is not None:
                 self.report(anchor, meters=meters, note=f" (left as written: {why})")
                 continue
@@ -120,11 +120,3 @@ class RunningMeterPerProcess(Rule):
             )
             fix = Fix((insert_after(sync.loop, cst.parse_statement(code)),), tuple(imports))
             self.report(anchor, edits=fix, meters=meters, note="")
-
-    def _why_not(self, sync) -> str | None:
-        analysis = self.analysis
-        if any(isinstance(n, cst.Return) for n in descendants(sync.loop.body)):
-            return "the loop returns from inside, so not every process reaches its end"
-        if analysis.branches.branch_of(sync.loop) is not None:
-            return "the loop runs on some processes only"
-        return None

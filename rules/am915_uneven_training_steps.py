@@ -7,6 +7,7 @@ import re
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.meters import returns_synced_meters, why_left
 from migrator.analysis.step_skips import skipped_steps
 from migrator.rule import Example, Rule
 from migrator.analysis.walk import walk
@@ -81,11 +82,13 @@ class UnevenTrainingSteps(Rule):
             if found is not None:
                 what = cst.Module([]).code_for_node(found.func).strip() + "()"
                 self.report(found, what=f"`{what}`", why=why)
+        shared = self._shared_results()
         for loop in [*self.analysis.nodes("For"), *self.analysis.nodes("While")]:
             if _uneven(loop) is not None:
                 continue  # reported above as a whole
             value_of = self._values_in(loop)
-            for skip, why in skipped_steps(loop, lambda node: self._first_training_call(node, trainers) is not None, value_of):
+            trains = lambda node: self._first_training_call(node, trainers) is not None  # noqa: E731
+            for skip, why in skipped_steps(loop, trains, value_of, shared):
                 found = self._first_training_call(loop.body, trainers)
                 what = cst.Module([]).code_for_node(found.func).strip() + "()"  # type: ignore[union-attr]
                 self.report(skip, what=f"`{what}`", why=why)
@@ -97,6 +100,24 @@ class UnevenTrainingSteps(Rule):
             if found is not None:
                 what = cst.Module([]).code_for_node(found.func).strip() + "()"
                 self.report(found, what=f"`{what}`", why=f"only `if {test}`, a count each process reaches at its own pace")
+
+    def _shared_results(self) -> frozenset[str]:
+        """Functions of this file whose result the migration makes the same on every
+        process: a validation returning the figures of meters whose sums AM522 adds up
+        across processes after their loop (`return OrderedDict([('iou', avg_meters['iou'].avg)])`).
+        An early stop on them stops every process at once."""
+        analysis = self.analysis
+        if not analysis.migrating or analysis.patterns is None:
+            return frozenset()
+        syncs = tuple(
+            s for s in analysis.patterns.meters
+            if analysis.accelerator_at(s.loop) is not None and why_left(s, analysis.branches) is None
+        )
+        if not syncs:
+            return frozenset()
+        return frozenset(
+            f.name.value for f in analysis.nodes("FunctionDef") if returns_synced_meters(f, syncs)
+        )
 
     def _values_in(self, loop: cst.CSTNode):
         """What each name of the loop's function (or module) is bound to, each binding."""

@@ -21,14 +21,17 @@ from migrator.analysis.walk import walk
 
 def skipped_steps(
     loop: cst.For | cst.While, is_training: Callable[[cst.CSTNode], bool], value_of: Callable[[str], list[cst.CSTNode]],
+    shared: frozenset[str] = frozenset(),
 ) -> Iterator[tuple[cst.CSTNode, str]]:
     """(the statement that skips, why) for each way out of a step that only some
     processes may take; `is_training(node)`: whether `node` holds a backward (or a call
     of a function that runs one); `value_of(name)`: what a name of the loop's function
-    is bound to (`pbar = tqdm(range(n))`), each binding."""
+    is bound to (`pbar = tqdm(range(n))`), each binding; `shared`: functions whose result
+    the migration makes the same on every process (a validation returning meters it adds
+    up across processes)."""
     if not is_training(loop.body):
         return
-    per_process = _per_process(loop, value_of)
+    per_process = _per_process(loop, value_of, shared)
     trained = False  # a backward above: a `continue` from here on skips only what follows it
     for statement in _own_statements(loop.body):
         if isinstance(statement, cst.SimpleStatementLine) and is_training(statement):
@@ -117,52 +120,66 @@ def _loop_values(loop: cst.For | cst.While, value_of: Callable[[str], list[cst.C
     return {n.value for n in names_in(loop.target)} - {enumerate_index(loop)}
 
 
-def _calls_data(value: cst.CSTNode) -> bool:
-    """A call other than arithmetic on numbers (`next(it)`, `model(x)`, `loss.item()`):
-    what it returns may be this process's own."""
+def _calls_data(value: cst.CSTNode, shared: frozenset[str] = frozenset()) -> bool:
+    """A call other than arithmetic on numbers (`next(it)`, `model(x)`, `loss.item()`)
+    or of a function in `shared`: what it returns may be this process's own."""
     found = False
 
     class _Find(cst.CSTVisitor):
         def visit_Call(self, node: cst.Call) -> None:
             nonlocal found
-            found = found or (dotted_name(node.func) or "").split(".")[-1] not in _SHARED_CALLS
+            callee = dotted_name(node.func) or ""
+            found = found or (callee.split(".")[-1] not in _SHARED_CALLS and callee not in shared)
 
     walk(value, _Find())
     return found
 
 
-def _per_process(loop: cst.For | cst.While, value_of: Callable[[str], list[cst.CSTNode]]) -> set[str]:
+def _per_process(
+    loop: cst.For | cst.While, value_of: Callable[[str], list[cst.CSTNode]], shared: frozenset[str] = frozenset(),
+) -> set[str]:
     """Names of the loop whose value may differ between processes: what the loop hands
     each step, what a call returns (`next(it)`, `model(x)`), and what is computed from
     them. A name computed only from what every process shares (an enumerate index, `i = idx + args.start`, `step += 1`, a setting bound
-    outside the loop) is not; a value that depends on a test of this process's data
-    through an `if` (early stopping on an unreduced loss) is taken as shared too: only
-    data flow is followed."""
+    outside the loop) is not. A name bound under an `if` whose test reads such a value
+    differs too: UNet++'s early stop counts `trigger += 1` every epoch and sets
+    `trigger = 0` under `if val_log['iou'] > best_iou:`, a test of this process's own
+    validation, so `if trigger >= patience: break` ends the run on some processes only."""
     values: dict[str, list[cst.CSTNode]] = {}
+    tests: list[cst.BaseExpression] = []  # the tests of the `if`s around the statement being read
+
+    def bind(name: str, value: cst.CSTNode) -> None:
+        values.setdefault(name, []).extend([value, *tests])
 
     class _Find(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> None:
+            tests.append(node.test)
+
+        def leave_If(self, original_node: cst.If) -> None:
+            tests.pop()
+
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
                 for n in names_in(target.target):
-                    values.setdefault(n.value, []).append(node.value)
+                    bind(n.value, node.value)
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
             for n in names_in(node.target):
-                values.setdefault(n.value, []).append(node.value)
+                bind(n.value, node.value)
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
             for n in names_in(node.target):
-                values.setdefault(n.value, []).append(node.value if node.value is not None else node.target)
+                bind(n.value, node.value if node.value is not None else node.target)
 
         def visit_For(self, node: cst.For) -> None:
             for n in names_in(node.target):
-                values.setdefault(n.value, []).append(node.iter)
+                bind(n.value, node.iter)
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return False
 
     walk(loop.body, _Find())
-    varying = _loop_values(loop, value_of) | {name for name, bound in values.items() if any(_calls_data(v) for v in bound)}
+    varying = _loop_values(loop, value_of) | {name for name, bound in values.items() if any(_calls_data(v, shared) for v in bound)}
     changed = True
     while changed:
         changed = False

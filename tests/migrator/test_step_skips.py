@@ -9,7 +9,7 @@ import libcst as cst
 from migrator.analysis.step_skips import skipped_steps
 
 
-def _skips(code: str) -> list[str]:
+def _skips(code: str, shared: frozenset[str] = frozenset()) -> list[str]:
     module = cst.parse_module(textwrap.dedent(code))
     values: dict[str, list[cst.CSTNode]] = {}
     for statement in module.body:
@@ -19,9 +19,10 @@ def _skips(code: str) -> list[str]:
     loop = next(s for s in module.body if isinstance(s, (cst.For, cst.While)))
 
     def trains(node: cst.CSTNode) -> bool:
-        return "backward(" in module.code_for_node(node)
+        code = module.code_for_node(node)
+        return "backward(" in code or "train_epoch(" in code  # a function of the file that runs one
 
-    return [why for _, why in skipped_steps(loop, trains, lambda name: values.get(name, []))]
+    return [why for _, why in skipped_steps(loop, trains, lambda name: values.get(name, []), shared)]
 
 
 def test_a_skip_on_this_process_s_loss_before_the_backward() -> None:
@@ -100,3 +101,29 @@ def test_an_error_swallowed_around_the_backward() -> None:
                 raise
         """
     ) == []
+
+
+_EARLY_STOP = """
+    for epoch in range(epochs):
+        train_epoch(model, loader, optimizer)
+        val = validate(model, val_loader)
+        waited += 1
+        if val["iou"] > best:
+            best = val["iou"]
+            waited = 0
+        if waited >= patience:
+            break
+    """
+
+
+def test_an_early_stop_counted_under_a_test_of_this_process_s_validation() -> None:
+    """UNet++: `waited` is only ever a constant or a count, but it is reset under a test of
+    the validation's figure: each process's own, so each stops at its own epoch."""
+    (why,) = _skips(_EARLY_STOP)
+    assert "`if waited >= patience:`" in why
+
+
+def test_an_early_stop_on_a_validation_the_migration_makes_global() -> None:
+    """A validation whose figures the migration adds up across processes (analysis/meters.py
+    `returns_synced_meters`) is the same everywhere: the stop is every process's at once."""
+    assert _skips(_EARLY_STOP, shared=frozenset({"validate"})) == []
