@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import warnings
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
@@ -39,7 +40,9 @@ def _syntax_error_place(source: str | bytes, path: str, exc: cst.ParserSyntaxErr
     """Prefer Python's own report (the place and words users know from tracebacks);
     fall back to LibCST's when this Python accepts what LibCST rejects."""
     try:
-        compile(source, path, "exec", dont_inherit=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(source, path, "exec", dont_inherit=True)
     except SyntaxError as err:
         if err.lineno:
             return err.lineno, err.offset or 1, err.msg + _older_python_hint(err.text or "", err.offset or 1)

@@ -108,7 +108,8 @@ def parameter_owners(call: cst.Call, facts: Facts | None = None) -> list[str]:
     """Names whose `.parameters()` feed this optimizer call: `SGD(model.parameters())`,
     and, given the facts, through names bound on the way (`params = list(
     model.named_parameters())`, then parameter groups built from `params`: the Hugging
-    Face weight-decay idiom)."""
+    Face weight-decay idiom), and into lists filled with `append`/`extend` (the SSD
+    tutorial's `biases.append(param)` in a loop over `model.named_parameters()`)."""
     owners: list[str] = []
     followed: set[str] = set()
 
@@ -130,6 +131,17 @@ def parameter_owners(call: cst.Call, facts: Facts | None = None) -> list[str]:
                 value = b.element if b.element is not None else b.value
                 if b.name == node.value and value is not None:
                     walk(value, self)
+                elif b.name == node.value and isinstance(b.statement, cst.For):  # `for name, p in model.named_parameters()`
+                    walk(b.statement.iter, self)
+            for c in facts.calls:  # `biases.append(param)` in a loop over `model.named_parameters()`
+                func = c.node.func
+                if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend") and dotted_name(func.value) == node.value:
+                    before = len(owners)
+                    for a in c.node.args:
+                        walk(a.value, self)
+                    # a module's method gathering its own parameters (`self.named_parameters()`)
+                    # builds the optimizer inside the model: no name of the file to prepare
+                    owners[before:] = [o for o in owners[before:] if o != "self"]
 
     for arg in call.args:
         if arg.keyword is None or arg.keyword.value in {"params", "param_groups"}:

@@ -238,7 +238,20 @@ def _models_in(analysis: "ScriptAnalysis", obj: cst.BaseExpression) -> tuple[cst
                 found.append(node.value)
 
     walk(obj, _Find())
+    for bound in _dicts_bound(analysis, obj):  # its `model.state_dict()` values are AM501's
+        found += [e.value for e in bound.elements if isinstance(e, cst.DictElement) and is_model(e.value)]
     return tuple(found)
+
+
+def _dicts_bound(analysis: "ScriptAnalysis", obj: cst.BaseExpression) -> list[cst.Dict]:
+    """`state = {'epoch': epoch, 'model': model, 'optimizer': optimizer}`, then
+    `torch.save(state, filename)` (the SSD tutorial's save_checkpoint): the dict literal
+    the saved name is bound to in the same function, when every binding there is one."""
+    if not isinstance(obj, cst.Name):
+        return []
+    scope = analysis.scope_of(obj)
+    values = [b.value for b in analysis.facts.bindings if b.name == obj.value and b.scope is scope]
+    return values if values and all(isinstance(v, cst.Dict) for v in values) else []  # type: ignore[return-value]
 
 
 def optimizers_in(analysis: "ScriptAnalysis", obj: cst.BaseExpression) -> tuple[cst.BaseExpression, ...]:
@@ -253,7 +266,8 @@ def optimizers_in(analysis: "ScriptAnalysis", obj: cst.BaseExpression) -> tuple[
             if name and name in prepared and roles.of(name) is Role.OPTIMIZER:
                 found.append(node.value)
 
-    walk(obj, _Find())
+    for saved in (obj, *_dicts_bound(analysis, obj)):
+        walk(saved, _Find())
     return tuple(found)
 
 

@@ -823,6 +823,9 @@ def _imported(path: str, tree: ast.Module, run: dict[str, str], root: str, trees
                     modules[alias.asname or alias.name] = target
         elif isinstance(node, ast.ImportFrom):
             for alias in node.names:
+                if alias.name == "*":  # `from utils import *`: the functions and classes it exports
+                    functions.update(_star_imported(node, path, run, root, extended, trees or {}))
+                    continue
                 local = alias.asname or alias.name
                 sub = f"{node.module}.{alias.name}" if node.module else alias.name
                 as_module = _resolve(sub, node.level, path, run, root, extended)
@@ -836,6 +839,21 @@ def _imported(path: str, tree: ast.Module, run: dict[str, str], root: str, trees
     modules = {k: v for k, v in modules.items() if k not in bound and v != path}
     functions = {k: v for k, v in functions.items() if k not in bound}
     return modules | _submodules(modules, run), functions
+
+
+def _star_imported(
+    node: ast.ImportFrom, path: str, run: dict[str, str], root: str, extended: bool, trees: dict[str, ast.Module],
+) -> dict[str, tuple[str, str]]:
+    """The SSD tutorial's `from utils import *`, then `save_checkpoint(epoch, model,
+    optimizer)`: each def and class the module of the run exports, by its name."""
+    owner = _resolve(node.module or "", node.level, path, run, root, extended)
+    tree = trees.get(owner) if owner is not None and owner != path else None
+    if tree is None:
+        return {}
+    return {
+        n.name: (owner, n.name) for n in tree.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and _exported(tree, n.name)
+    }
 
 
 def _submodules(modules: dict[str, str], run: dict[str, str]) -> dict[str, str]:

@@ -397,5 +397,8 @@ def _appended_to(name: str, program: Program) -> list[ast.AST]:
             added.append(node.args[0])
     loops = [n for n in program.nodes if isinstance(n, (ast.For, ast.AsyncFor))]
     for arg in [a for a in added if isinstance(a, ast.Name)]:
-        added += [loop.iter for loop in loops if isinstance(loop.target, ast.Name) and loop.target.id == arg.id]
+        added += [  # `for name, p in model.named_parameters():` binds `p` too
+            loop.iter for loop in loops
+            if any(isinstance(t, ast.Name) and t.id == arg.id for t in ast.walk(loop.target))
+        ]
     return added

@@ -318,3 +318,15 @@ def test_ctrl_c_is_one_line_and_exit_130(project, monkeypatch):
     assert outcome.stderr.startswith("accel-migrate: interrupted")
     assert "Traceback" not in outcome.output
     assert (project / "train.py").read_text() == HAZARD
+
+
+def test_python_s_remarks_on_the_user_s_code_are_not_printed(tmp_path: Path) -> None:
+    """`if d.__name__ is 'adjust_hue':` in the SSD tutorial's utils.py made Python print a
+    SyntaxWarning, in the middle of our report, each time the migrated file was compiled
+    to check it; under `-W error` the check failed and the migration was refused."""
+    (tmp_path / "train.py").write_text(HAZARD + "name = 'hue'\nprint(name is 'adjust_hue')\n")
+    done = run_cli("--diff", "--no-cache", "train.py", cwd=tmp_path)
+    assert "SyntaxWarning" not in done.stdout + done.stderr
+    assert "accelerator.backward(loss)" in done.stdout, done.stdout + done.stderr
+    strict = run_cli("--diff", "--no-cache", "train.py", cwd=tmp_path, env={"PYTHONWARNINGS": "error::SyntaxWarning"})
+    assert strict.stdout == done.stdout, strict.stdout + strict.stderr

@@ -1874,6 +1874,56 @@ def test_a_base_class_whose_loop_runs_a_subclass_training_is_never_passed_in_sil
     assert "`self._train_epoch(...)` runs the training of `Trainer` (trainer/trainer.py)" in alone.findings[0].message
 
 
+def test_a_helper_taken_by_a_star_import_saves_the_unwrapped_objects(tmp_path) -> None:
+    """The SSD tutorial: train.py does `from utils import *` and calls
+    `save_checkpoint(epoch, model, optimizer)`, which binds `state = {'model': model,
+    'optimizer': optimizer}` and pickles it. The star import was not followed: the helper
+    was left alone and pickled the DDP wrapper and the Accelerator's optimizer on every
+    process, with no finding. It is threaded now, and the dict holds the unwrapped objects."""
+    utils = textwrap.dedent('''\
+        import torch
+
+        __all__ = ["save_checkpoint"]
+
+
+        def save_checkpoint(epoch, model, optimizer):
+            state = {"epoch": epoch, "model": model, "optimizer": optimizer}
+            torch.save(state, "checkpoint.pth.tar")
+
+
+        def _private():
+            pass
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from torch.utils.data import DataLoader
+        from utils import *
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+        def main():
+            model = torch.nn.Linear(2, 1).to(device)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            loader = DataLoader(torch.randn(8, 2), batch_size=2, shuffle=True)
+            for epoch in range(2):
+                for x in loader:
+                    x = x.to(device)
+                    optimizer.zero_grad()
+                    model(x).sum().backward()
+                    optimizer.step()
+                save_checkpoint(epoch, model, optimizer)
+
+
+        main()
+    ''')
+    results = _results([_project(tmp_path, **{"train.py": train, "utils.py": utils})])
+    after = results["utils.py"].after
+    assert 'state = {"epoch": epoch, "model": accelerator.unwrap_model(model), "optimizer": optimizer.optimizer}' in after
+    assert "accelerator.save(state" in after
+    assert "save_checkpoint(epoch, model, optimizer, accelerator=accelerator)" in results["train.py"].after
+
+
 def test_a_function_another_file_of_the_run_calls_is_not_given_a_required_accelerator(tmp_path) -> None:
     """SupContrast: main_ce.py's `set_loader(opt)` downloads, so its own migration threads
     the Accelerator in (`set_loader(opt, *, accelerator)`); main_linear.py imports it and
