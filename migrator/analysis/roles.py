@@ -146,7 +146,31 @@ def parameter_owners(call: cst.Call, facts: Facts | None = None) -> list[str]:
     for arg in call.args:
         if arg.keyword is None or arg.keyword.value in {"params", "param_groups"}:
             walk(arg.value, _Find())
-    return _forward_owners(owners, facts)
+    return _forward_owners([m for o in owners for m in _iterated_modules(o, facts)], facts)
+
+
+def _iterated_modules(owner: str, facts: Facts | None) -> list[str]:
+    """`module` of `for module in modules_ori: groups.append(dict(params=module.parameters()))`
+    with `modules_ori = [model.layer0, model.layer1]` (semseg): the modules it runs over."""
+    if facts is None or "." in owner:
+        return [owner]
+    bound = [b for b in facts.bindings if b.name == owner]
+    loops = [b.statement for b in bound if isinstance(b.statement, cst.For) and b.value is None]
+    if not bound or len(loops) != len(bound):
+        return [owner]
+    out: list[str] = []
+    for loop in loops:
+        iterated = [loop.iter]
+        if isinstance(loop.iter, cst.Name):
+            iterated = [b.value for b in facts.bindings if b.name == loop.iter.value and b.value is not None]
+        for value in iterated:
+            if not isinstance(value, (cst.List, cst.Tuple)):
+                return [owner]
+            names = [dotted_name(e.value) for e in value.elements if isinstance(e, cst.Element)]
+            if not names or not all(names):
+                return [owner]
+            out += names  # type: ignore[arg-type]
+    return list(dict.fromkeys(out))
 
 
 def _forward_owners(owners: list[str], facts: Facts | None) -> list[str]:

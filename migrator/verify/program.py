@@ -360,7 +360,7 @@ def parameter_owners(expr: ast.AST, program: Program, depth: int = 0) -> set[str
     """Names `m` whose `m.parameters()` / `m.named_parameters()` feed `expr`, following
     names bound to such expressions (`params = list(model.parameters())`); a submodule's
     (`model.backbone`) stands for the module the file runs (`model(...)`)."""
-    owners = _owners(expr, program, depth)
+    owners = {m for o in _owners(expr, program, depth) for m in _iterated_modules(o, program)}
     called = {call_name(c) for c in program.calls}
     out: set[str] = set()
     for owner in owners:
@@ -383,6 +383,26 @@ def _owners(expr: ast.AST, program: Program, depth: int = 0) -> set[str]:
             for value in [*program.values_of(node.id), *_appended_to(node.id, program)]:
                 owners |= _owners(value, program, depth + 1)
     return owners
+
+
+def _iterated_modules(owner: str, program: Program) -> set[str]:
+    """`module` of `for module in modules_ori:` with `modules_ori = [model.layer0, ...]`:
+    the modules the loop runs over (when that is all that binds `module`)."""
+    if "." in owner or program.values_of(owner):
+        return {owner}
+    loops = [
+        n for n in program.nodes if isinstance(n, (ast.For, ast.AsyncFor))
+        and isinstance(n.target, ast.Name) and n.target.id == owner
+    ]
+    out: set[str] = set()
+    for loop in loops:
+        iterated = program.values_of(loop.iter.id) if isinstance(loop.iter, ast.Name) else [loop.iter]
+        for value in iterated:
+            names = [dotted(e) for e in value.elts] if isinstance(value, (ast.List, ast.Tuple)) else [None]
+            if not names or not all(names):
+                return {owner}
+            out |= set(names)  # type: ignore[arg-type]
+    return out or {owner}
 
 
 def _appended_to(name: str, program: Program) -> list[ast.AST]:
