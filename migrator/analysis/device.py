@@ -245,7 +245,7 @@ def _copied_later(facts: Facts, roles, name: str, scope, order: int, prepared: s
     AveragedModel(model)`, `teacher = copy.deepcopy(model)`): it copies the parameters
     where they are, so the move stays (on the Accelerator's device) to put the copy there."""
     from migrator.analysis.distributed import WRAPPERS
-    from migrator.analysis.roles import Role, peel_moves
+    from migrator.analysis.roles import EMA_CLASS, Role, peel_moves
 
     for b in facts.bindings:
         value = b.value
@@ -253,13 +253,38 @@ def _copied_later(facts: Facts, roles, name: str, scope, order: int, prepared: s
             continue
         if facts.imports.qualify(value.func) in WRAPPERS:
             continue  # a hand-made DDP wrap: it goes, and prepare() places the model
-        copied = facts.imports.qualify(value.func) == "copy.deepcopy"  # a copy of a model is one, whatever it is named
+        callee = facts.imports.qualify(value.func) or dotted_name(value.func) or ""
+        # a copy of a model is one, whatever it is named; so is an EMA of it (`ema = EMA(model)`,
+        # a class of the file that deep-copies it in `__init__`)
+        copied = callee == "copy.deepcopy" or bool(EMA_CLASS.search(callee.rsplit(".", 1)[-1])) or _copies_its_model(facts, callee)
         if facts.order.get(b.statement, -1) <= order or not (copied or roles.of(b.name) is Role.MODEL):
             continue
         first = value.args[0]
         if first.keyword is None and dotted_name(peel_moves(first.value)) == name:
             return True
     return False
+
+
+def _copies_its_model(facts: Facts, callee: str) -> bool:
+    """A class of this file whose `__init__` deep-copies its first parameter
+    (`self.shadow = copy.deepcopy(model)`: an average kept under any name)."""
+    cls = facts.classes.get(callee)
+    init = next(
+        (f for f in facts.functions.get("__init__", ()) if facts.method_of.get(id(f)) is cls), None,
+    ) if cls is not None else None
+    params = [p.name.value for p in init.params.params] if init is not None else []
+    if len(params) < 2:
+        return False
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            copies = facts.imports.qualify(node.func) == "copy.deepcopy"
+            found = found or copies and bool(node.args) and dotted_name(node.args[0].value) == params[1]
+
+    walk(init.body, _Find())  # type: ignore[union-attr]
+    return found
 
 
 def _reaching(facts: Facts, name: str, scope, order: int) -> Binding | None:

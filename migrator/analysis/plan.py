@@ -7,7 +7,6 @@ fix). The scheduler convention lives here; see rules/am201 for the user-facing s
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -19,7 +18,7 @@ from migrator.analysis.loop import Block
 from migrator.analysis.manual_update import hand_updated_models
 from migrator.analysis.names import dotted_name
 from migrator.analysis.paths import binds_on_every_path, exits
-from migrator.analysis.roles import Role, RoleTable, parameter_owners, peel_moves
+from migrator.analysis.roles import EMA_CLASS, Role, RoleTable, parameter_owners, peel_moves
 from migrator.analysis.walk import walk
 
 _ROLE_ORDER = (Role.MODEL, Role.OPTIMIZER, Role.DATALOADER, Role.SCHEDULER)
@@ -506,7 +505,6 @@ def _built_together(facts: Facts, roles: RoleTable) -> set[str]:
 
 
 _COPIES = ("copy.deepcopy", "torch.optim.swa_utils.AveragedModel")
-_EMA = re.compile(r"EMA|Ema|^ema")  # ModelEma, ModelEmaV2, EMA, ema_copy; not `remap_model`
 
 
 def _model_copies(facts: Facts, block: Block, models: set[str], limit: int, parent) -> list[int]:
@@ -520,7 +518,7 @@ def _model_copies(facts: Facts, block: Block, models: set[str], limit: int, pare
         if b.scope is not block.scope or not isinstance(value, cst.Call) or not value.args or value.args[0].keyword:
             continue
         qualified = facts.imports.qualify(value.func) or dotted_name(value.func) or ""
-        if qualified not in _COPIES and not _EMA.search(qualified.rsplit(".", 1)[-1]):
+        if qualified not in _COPIES and not EMA_CLASS.search(qualified.rsplit(".", 1)[-1]):
             continue
         if dotted_name(peel_moves(value.args[0].value)) in models:
             index = block.index_of(b.statement, parent)

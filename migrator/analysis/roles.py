@@ -100,6 +100,8 @@ def role_of_value(
     return None
 
 
+# Classes that keep an average copy of a model (ModelEma, ModelEmaV2, EMA, ema_copy; not `remap_model`)
+EMA_CLASS = re.compile(r"EMA|Ema|^ema")
 # What a library's `from_pretrained` loads besides models (`BertConfig`, `AutoTokenizer`).
 _NOT_MODELS = ("Config", "Tokenizer", "TokenizerFast", "Processor", "FeatureExtractor", "ImageProcessor")
 

@@ -117,18 +117,19 @@ def _attribute_of(analysis: "ScriptAnalysis", head: cst.Name, models) -> Wrapped
 
 def _model_parameters(analysis: "ScriptAnalysis", models) -> dict[int, set[str]]:
     """id(function) → its parameters that receive a prepared model from some call here
-    (`train(model)` after prepare, for `def train(model): model.init_hidden(...)`), and
-    that the function never rebinds."""
+    (`train(model)` after prepare, for `def train(model): model.init_hidden(...)`; a
+    method of an instance of this file's class, `ema.update(model)` for `def update(self,
+    model): msd = model.state_dict()`), and that the function never rebinds."""
     facts = analysis.facts
     out: dict[int, set[str]] = {}
     for call in facts.calls:
         func = call.node.func
-        if not isinstance(func, cst.Name):
-            continue
-        for function in facts.functions.get(func.value, ()):
-            if id(function) in facts.method_of:
-                continue
-            for param, given in _passed(function, call.node):
+        if isinstance(func, cst.Name):
+            functions = [f for f in facts.functions.get(func.value, ()) if id(f) not in facts.method_of]
+        else:
+            functions = _methods_called(facts, func)
+        for function in functions:
+            for param, given in _passed(function, call.node, bound=id(function) in facts.method_of):
                 name = dotted_name(given)
                 if name in models and holds_prepared_model(analysis, given, name, models):
                     rebound = any(b.scope is function and b.name == param for b in facts.bindings)
@@ -137,10 +138,28 @@ def _model_parameters(analysis: "ScriptAnalysis", models) -> dict[int, set[str]]
     return out
 
 
-def _passed(function: cst.FunctionDef, call: cst.Call) -> Iterator[tuple[str, cst.BaseExpression]]:
-    """(parameter, argument) pairs of `call` to `function`, by position and keyword."""
+def _methods_called(facts, func: cst.BaseExpression) -> list[cst.FunctionDef]:
+    """`ema.update` with `ema = EMA(model)` bound once, EMA a class of this file: its
+    method `update` (a plain method: not a static or class method)."""
+    if not (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)):
+        return []
+    values = [b.value for b in facts.bindings if b.name == func.value.value]
+    if len(values) != 1 or not isinstance(values[0], cst.Call) or not isinstance(values[0].func, cst.Name):
+        return []
+    cls = facts.classes.get(values[0].func.value)
+    if cls is None:
+        return []
+    return [
+        f for f in facts.functions.get(func.attr.value, ())
+        if facts.method_of.get(id(f)) is cls and not f.decorators
+    ]
+
+
+def _passed(function: cst.FunctionDef, call: cst.Call, bound: bool = False) -> Iterator[tuple[str, cst.BaseExpression]]:
+    """(parameter, argument) pairs of `call` to `function`, by position and keyword
+    (`bound`: a method called on an instance, whose first parameter is the instance)."""
     params = function.params
-    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)][1 if bound else 0:]
     keywords = set(positional) | {p.name.value for p in params.kwonly_params}
     index = 0
     for arg in call.args:
