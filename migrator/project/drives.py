@@ -18,13 +18,15 @@ from migrator.project.index import FileIndex, chain
 def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[tuple[str, int, int, str, str], ...]]:
     """For each file: its calls of functions, classes or instances' methods of other files
     of the run that train (a `.backward()` or `.step()` in them), and of other files'
-    functions handed an instance whose methods train (LightGCN's
-    `Procedure.BPR_train_original(dataset, model, bpr)`, calling `bpr.stageOne(...)`), and
+    functions that call a training method of an instance the call hands them (LightGCN's
+    `Procedure.BPR_train_original(dataset, model, bpr)`, calling `bpr.stageOne(...)`: named
+    by the instance's method, where the training is), and
     of methods a subclass of another file defines to train (`self._train_epoch(epoch)` in a
     base class's epoch loop), as (spelling, line, column,
     the other file, the function or class), in the order of the file."""
     out = {}
     methods_of: dict[tuple[str, str], set[str]] = {}  # each class of the run parsed once
+    trees = _Trees(sources)
 
     def training_methods(target: tuple[str, str]) -> set[str]:
         if target not in methods_of:
@@ -51,10 +53,9 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
                 continue
             spelling = chain(node.func)
             target = trains.get(spelling or "")
-            if target is None and spelling in others and any(
-                training_methods(instances[n]) for n in _names_handed(node) if n in instances
-            ):
-                target = others[spelling]  # `train(dataset, model, bpr)`: bpr's methods train, called in there
+            if target is None and spelling in others:
+                # `train(dataset, model, bpr)` calling `bpr.stageOne(...)` in there: the training is bpr's class's
+                target = _trained_through(node, others[spelling], instances, training_methods, trees)
             if target is None and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
                 made = instances.get(node.func.value.id)
                 trains_here = made is not None and node.func.attr in training_methods(made)
@@ -87,8 +88,60 @@ def _inherited_steps(tree: ast.Module, subclasses: dict[tuple[str, str], str], t
     return found
 
 
-def _names_handed(call: ast.Call) -> list[str]:
-    return [a.id for a in [*call.args, *(k.value for k in call.keywords)] if isinstance(a, ast.Name)]
+class _Trees(dict):
+    """The run's files parsed on first use (None: not Python 3)."""
+
+    def __init__(self, sources: dict[str, bytes]) -> None:
+        super().__init__()
+        self._sources = sources
+
+    def __missing__(self, path: str) -> ast.Module | None:
+        try:
+            tree = ast.parse(self._sources.get(path, b""))
+        except (SyntaxError, ValueError):
+            tree = None
+        self[path] = tree
+        return tree
+
+
+def _trained_through(call: ast.Call, callee: tuple[str, str], instances, training_methods, trees) -> tuple[str, str] | None:
+    """The class whose training method the function `callee` of another file calls on an
+    instance this call hands it (`Procedure.BPR_train_original(dataset, model, bpr)`,
+    whose body calls `bpr.stageOne(...)`, a method of utils.BPRLoss that steps); None when
+    the function only reads it (`write_loss(iterations, trainer, writer)` logging its losses)."""
+    tree = trees[callee[0]]
+    function = next(
+        (n for n in (tree.body if tree is not None else ()) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == callee[1]),
+        None,
+    )
+    if function is None:
+        return None
+    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    handed = [(params[i] if i < len(params) else None, a) for i, a in enumerate(call.args)]
+    handed += [(k.arg, k.value) for k in call.keywords]
+    for param, value in handed:
+        made = instances.get(value.id) if isinstance(value, ast.Name) and param else None
+        if made is None:
+            continue
+        called = {
+            n.func.attr for n in ast.walk(function) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Name) and n.func.value.id in _aliases(function, param)
+        }
+        trained = sorted(called & training_methods(made))
+        if trained:  # named by the method: the class itself may create the Accelerator (Config.project_enters)
+            return made[0], f"{made[1]}.{trained[0]}"
+    return None
+
+
+def _aliases(function: ast.AST, param: str) -> set[str]:
+    """`param`, and names bound to it in the function (`bpr: utils.BPRLoss = loss_class`)."""
+    names = {param}
+    for n in ast.walk(function):
+        value = n.value if isinstance(n, (ast.Assign, ast.AnnAssign)) else None
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AnnAssign) else []
+        if isinstance(value, ast.Name) and value.id in names:
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return names
 
 
 def _training_methods(sources: dict[str, bytes], path: str, name: str) -> set[str]:

@@ -1780,7 +1780,9 @@ def test_a_file_handing_a_training_object_to_another_files_loop_is_never_passed_
     `stage_one` runs the backward and the step, and hands it to `procedure.train_epoch(data,
     model, bpr)`, which calls `bpr.stage_one(...)` per batch. main.py calls no backward and
     no method that trains; alone it said "Nothing to migrate". The call that hands the
-    object over is named now (AM916), with the file where its training runs."""
+    object over is named now (AM916), with the method and the file where its training runs;
+    a helper that only reads the object (MUNIT's `write_loss(iterations, trainer, writer)`)
+    is not."""
     losses = textwrap.dedent('''\
         import torch
 
@@ -1819,7 +1821,15 @@ def test_a_file_handing_a_training_object_to_another_files_loop_is_never_passed_
     alone = _results([os.path.join(root, "main.py")])["main.py"]
     named = [(f.code, f.start.line) for f in alone.findings]
     assert named == [("AM916", 8)], alone.findings
-    assert "`procedure.train_epoch(...)` runs the training of `train_epoch` (procedure.py)" in alone.findings[0].message
+    assert "`procedure.train_epoch(...)` runs the training of `PairLoss.stage_one` (losses.py)" in alone.findings[0].message
+    logger = textwrap.dedent('''\
+        def log_losses(step, trainer, writer):
+            writer.add_scalar("loss", trainer.last_loss, step)
+    ''')
+    only_logs = main.replace("print(procedure.train_epoch(range(4), model, pair))", "logger.log_losses(epoch, pair, None)")
+    root = _project(tmp_path / "logs", **{"main.py": "import logger\n" + only_logs, "losses.py": losses, "logger.py": logger})
+    quiet = _results([os.path.join(root, "main.py")])["main.py"]  # a helper that only reads the object trains nothing
+    assert not quiet.findings, quiet.findings
 
 
 def test_a_base_class_whose_loop_runs_a_subclass_training_is_never_passed_in_silence(tmp_path) -> None:
