@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis import Role
 from migrator.analysis.names import dotted_name
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -16,7 +17,8 @@ class CheckpointLoadedOntoSavingDevice(Rule):
     In a script being migrated, gives `torch.load(path)` without `map_location` the
     argument `map_location=accelerator.device` when what it loads goes into
     `load_state_dict(...)` (`model.load_state_dict(torch.load(path))`, or a checkpoint
-    bound to a name whose entries are handed to `load_state_dict`).
+    bound to a name whose entries are handed to `load_state_dict`), or when its entries
+    are the model and optimizer objects pickled whole (`model = checkpoint['model']`).
 
     ## Why is this bad?
     torch.load puts every tensor back on the device it was saved from, usually `cuda:0`.
@@ -40,8 +42,8 @@ class CheckpointLoadedOntoSavingDevice(Rule):
     on one process `accelerator.device` is the GPU the checkpoint was saved from.
 
     ## Known limits
-    A load whose tensors are used otherwise (data, embeddings, a whole pickled model: see
-    AM510) keeps its device, and so does one that already says where (`map_location=`).
+    A load whose tensors are used otherwise (data, embeddings) keeps its device, and so
+    does one that already says where (`map_location=`).
     """
 
     code = "AM521"
@@ -84,8 +86,18 @@ def _has_location(call: cst.Call) -> bool:
 
 
 def _state_dict_sources(analysis) -> set[str]:
-    """Names whose value, or an entry of it, is handed to `load_state_dict(...)`."""
+    """Names whose value, or an entry of it, is handed to `load_state_dict(...)`, or whose
+    entries are the model or optimizer themselves (`model = checkpoint['model']`: the SSD
+    tutorial pickles the objects whole; loaded onto GPU 0 on every process, the model's
+    plain tensor attributes stay there after prepare() moves its parameters)."""
     out = set()
+    roles = analysis.roles
+    for b in analysis.facts.bindings:
+        value = b.element if b.element is not None else b.value
+        if isinstance(value, cst.Subscript) and roles.of(b.name) in (Role.MODEL, Role.OPTIMIZER):
+            name = dotted_name(value.value)
+            if name is not None:
+                out.add(name)
     for fact in analysis.facts.calls:
         func = fact.node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "load_state_dict" and fact.node.args:

@@ -30,7 +30,7 @@ def prepare_model(
     """Move `model` to `device` (None: leave it), autocast its forward, and wrap it."""
     if device is not None:
         model = model.to(device)
-    if precision.dtype is not None and not hasattr(model, _ORIGINAL_FORWARD):
+    if precision.dtype is not None and not isinstance(model.__dict__.get("forward"), _AutocastForward):
         # As in Accelerate: under mixed precision the forward runs in autocast and returns
         # float32, so a script needs no `with autocast()` of its own.
         setattr(model, _ORIGINAL_FORWARD, model.forward)
@@ -51,13 +51,30 @@ def remove_autocast(model: nn.Module) -> nn.Module:
 
 
 def _autocast_forward(forward: Callable[..., Any], precision: Precision) -> Callable[..., Any]:
-    @functools.wraps(forward)
-    def forward_in_autocast(*args: Any, **kwargs: Any) -> Any:
-        with precision.autocast():
-            outputs = forward(*args, **kwargs)
+    return _AutocastForward(forward, precision)
+
+
+class _AutocastForward:
+    """The model's forward run in autocast, its half-precision outputs made float32.
+
+    A class rather than a closure so that a model pickled whole (`torch.save(model)`, a
+    checkpoint holding the model object) can be written: it pickles as the model's own
+    forward, so the file loads where this runtime is not installed, as the plain model."""
+
+    def __init__(self, forward: Callable[..., Any], precision: Precision) -> None:
+        functools.update_wrapper(self, forward)
+        self._forward = forward
+        self._precision = precision
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with self._precision.autocast():
+            outputs = self._forward(*args, **kwargs)
         return map_tensors(_to_float32, outputs)
 
-    return forward_in_autocast
+    def __reduce__(self) -> tuple[Any, ...]:
+        # a bound method pickles as `getattr(model, "forward")`: read on the class, it needs no
+        # state of the half-built model, nor this runtime
+        return self._forward.__reduce__()
 
 
 def _to_float32(tensor: torch.Tensor) -> torch.Tensor:

@@ -100,3 +100,27 @@ def test_unscale_happens_once_per_step():
     precision.unscale(optimizer.optimizer)
     precision.unscale(optimizer.optimizer)  # GradScaler itself would raise on a second unscale_
     assert param.grad.item() == 1.0
+
+
+def test_a_model_pickled_whole_under_mixed_precision_loads_as_the_plain_model():
+    """The SSD tutorial saves `{'model': model, 'optimizer': optimizer}` objects whole. The
+    autocast forward was a closure: under `--mixed-precision` the save raised and left a
+    half-written file (reader R1, eighteenth session). It pickles as the model's own
+    forward now, and a resumed copy prepared again gets autocast again."""
+    import io
+
+    from runtime import Accelerator
+
+    accelerator = Accelerator(mixed_precision="bf16", cpu=True)
+    model = accelerator.prepare(torch.nn.Sequential(torch.nn.Linear(3, 2)))
+    buffer = io.BytesIO()
+    torch.save({"model": accelerator.unwrap_model(model)}, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)["model"]
+    assert loaded.forward.__func__ is torch.nn.Sequential.forward  # the plain model, no runtime needed
+    assert torch.equal(loaded[0].weight, accelerator.unwrap_model(model)[0].weight)
+    seen = []
+    loaded[0].register_forward_hook(lambda module, args, out: seen.append(out.dtype))
+    again = accelerator.prepare(loaded)
+    assert again(torch.randn(2, 3)).dtype == torch.float32
+    assert seen == [torch.bfloat16], seen  # autocast is back around the resumed copy's forward
