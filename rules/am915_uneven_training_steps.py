@@ -104,20 +104,56 @@ class UnevenTrainingSteps(Rule):
     def _shared_results(self) -> frozenset[str]:
         """Functions of this file whose result the migration makes the same on every
         process: a validation returning the figures of meters whose sums AM522 adds up
-        across processes after their loop (`return OrderedDict([('iou', avg_meters['iou'].avg)])`).
-        An early stop on them stops every process at once."""
+        across processes after their loop (`return OrderedDict([('iou', avg_meters['iou'].avg)])`),
+        or one that reads only data left whole. An early stop on them stops every process
+        at once."""
         analysis = self.analysis
-        if not analysis.migrating or analysis.patterns is None:
+        if not analysis.migrating:
             return frozenset()
+        whole = frozenset(f.name.value for f in analysis.nodes("FunctionDef") if self._reads_only_whole_data(f))
+        if analysis.patterns is None:
+            return whole
         syncs = tuple(
             s for s in analysis.patterns.meters
             if analysis.accelerator_at(s.loop) is not None and why_left(s, analysis.branches) is None
         )
-        if not syncs:
-            return frozenset()
-        return frozenset(
-            f.name.value for f in analysis.nodes("FunctionDef") if returns_synced_meters(f, syncs)
+        return whole | frozenset(
+            f.name.value for f in analysis.nodes("FunctionDef") if syncs and returns_synced_meters(f, syncs)
         )
+
+    def _reads_only_whole_data(self, function: cst.FunctionDef) -> bool:
+        """Every loop of `function` runs over one of its parameters (or a `range`), and every
+        call of it in this file hands those parameters data the migration leaves out of
+        prepare() (Chinese-Text-Classification's `evaluate(config, model, dev_iter)` on a
+        batch iterator of its own): each process reads all of it with the same model, so the
+        figures it returns are the same everywhere."""
+        analysis = self.analysis
+        if id(function) in analysis.facts.method_of:
+            return False
+        params = [p.name.value for p in function.params.params]
+        iterated: set[int] = set()
+        for loop in analysis.nodes_under(function.body, "For"):
+            source = _peeled(loop.iter)
+            if isinstance(source, cst.Call) and dotted_name(source.func) == "range":
+                continue
+            if not (isinstance(source, cst.Name) and source.value in params):
+                return False
+            iterated.add(params.index(source.value))
+        calls = [c.node for c in analysis.facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == function.name.value]
+        if not iterated or not calls:
+            return False
+        prepared = analysis.prepared
+        for call in calls:
+            positional = [a for a in call.args if a.keyword is None]
+            if any(a.star for a in call.args):
+                return False
+            for index in iterated:
+                given = positional[index].value if index < len(positional) else next(
+                    (a.value for a in call.args if a.keyword is not None and a.keyword.value == params[index]), None,
+                )
+                if not isinstance(given, cst.Name) or given.value in prepared:
+                    return False
+        return True
 
     def _values_in(self, loop: cst.CSTNode):
         """What each name of the loop's function (or module) is bound to, each binding."""
@@ -142,6 +178,13 @@ class UnevenTrainingSteps(Rule):
 
 # A replay buffer's fill level, tested before training starts (`if memory.size() > 2000:`).
 _BUFFER_TEST = re.compile(r"(memory|buffer|replay)\w*(\.size\(\)|\.__len__\(\))|len\((self\.)?\w*(memory|buffer|replay)\w*\)")
+
+
+def _peeled(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """`data_iter` of `enumerate(data_iter)`, `tqdm(data_iter)`, `iter(data_iter)`."""
+    while isinstance(expr, cst.Call) and (dotted_name(expr.func) or "").rsplit(".", 1)[-1] in ("enumerate", "tqdm", "iter") and expr.args:
+        expr = expr.args[0].value
+    return expr
 
 
 def _uneven(loop: cst.CSTNode) -> str | None:

@@ -127,3 +127,63 @@ def test_an_early_stop_on_a_validation_the_migration_makes_global() -> None:
     """A validation whose figures the migration adds up across processes (analysis/meters.py
     `returns_synced_meters`) is the same everywhere: the stop is every process's at once."""
     assert _skips(_EARLY_STOP, shared=frozenset({"validate"})) == []
+
+
+_WHOLE_DATA_STOP = """\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Batches:
+    def __init__(self, data, size):
+        self.data, self.size = data, size
+
+    def __iter__(self):
+        for start in range(0, len(self.data[0]), self.size):
+            yield self.data[0][start:start + self.size], self.data[1][start:start + self.size]
+
+
+def evaluate(model, data_iter):
+    total = 0.0
+    with torch.no_grad():
+        for x, y in data_iter:
+            total += torch.nn.functional.cross_entropy(model(x), y).item()
+    return total
+
+
+def main():
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    train_loader = DataLoader(TensorDataset(torch.randn(32, 4), torch.randint(0, 2, (32,))), batch_size=8)
+    dev = Batches((torch.randn(16, 4), torch.randint(0, 2, (16,))), 4)
+    best, waited = float("inf"), 0
+    for epoch in range(50):
+        for x, y in train_loader:
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+        loss = evaluate(model, {dev})
+        if loss < best:
+            best, waited = loss, 0
+        else:
+            waited += 1
+        if waited > 3:
+            break
+
+
+main()
+"""
+
+
+def test_an_early_stop_on_data_every_process_reads_whole_is_migrated() -> None:
+    """Chinese-Text-Classification: the validation runs over a batch iterator of the
+    project's own, never prepared, so every process reads all of it with the same model
+    and stops at the same step (reader R2, eighteenth session: a false AM915/AM956)."""
+    from migrator.api import migrate_source
+    from migrator.config import Config
+
+    whole = migrate_source(_WHOLE_DATA_STOP.format(dev="dev"), "train.py", Config())
+    assert "accelerator.backward(" in whole.after, whole.findings
+    assert not [f for f in whole.findings if f.code in ("AM915", "AM956")], whole.findings
+    shared = migrate_source(_WHOLE_DATA_STOP.format(dev="train_loader"), "train.py", Config())  # a prepared share
+    assert [f.code for f in shared.findings if f.code in ("AM915", "AM956")] == ["AM915", "AM956"], shared.findings
