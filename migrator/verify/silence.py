@@ -60,9 +60,9 @@ def _wrapped_for_training(program: Program, text: str) -> Iterator[Problem]:
 def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str, bool], ...], path: str = "") -> list[Problem]:
     """The calls by which an unmigrated file runs the training of another file of the run
     (`trainer.train_step(...)` of a FasterRCNNTrainer whose methods call backward):
-    project/drives.py. The first one is named, once per function or class. Asking to give
-    both files to one run is for the other file only read around this one. The other file
-    is named from the folder the two share (trainer/trainer.py for base/base_trainer.py)."""
+    project/drives.py. The first one is named, once per function or class. The other file
+    is named from the folder the two share (trainer/trainer.py for base/base_trainer.py);
+    when the run only read it, its findings show in a run given both files."""
     program = Program.parse(text)
     if program is None or program.prepares or _has_accelerator(program):
         return []
@@ -71,13 +71,14 @@ def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str, bool
         if name in seen:
             continue
         seen.add(name)
-        together = "" if in_run else "give both files to one run; "
+        # read around this file only: its findings show in a run given both files (which may still refuse)
+        together = "" if in_run else ", in a run given both files,"
         where = _from_common_folder(file, path)
         out.append(Problem(
             CODE, line, col,
             f"`{spelling}(...)` runs the training of `{name}` ({where}), which needs the Accelerator, "
-            f"but nothing here was migrated or reported: the two are migrated together or not at all ({together}the "
-            f"findings of {where} say what stands in the way)",
+            f"but nothing here was migrated or reported: the two are migrated together or not at all (the findings of "
+            f"{where}{together} say what stands in the way)",
         ))
     return out[:_LIMIT]
 
