@@ -13,6 +13,13 @@ _CHECKS = {"os.path.exists", "os.path.isdir", "os.path.lexists"}
 _TOLERATED = {"OSError", "FileExistsError", "Exception", "IOError"}
 
 
+_CLEARED = (
+    " (left as written: the `shutil.rmtree` above clears it first, so one process can also delete the folder "
+    "another has just made; clear and create it on the main process only, `if accelerator.is_main_process:`, "
+    "then `accelerator.wait_for_everyone()`)"
+)
+
+
 class DirectoryCreatedOnEveryProcess(Rule):
     """## What it does
     In a script being migrated (or a file of the run whose code runs on every process: a
@@ -103,7 +110,9 @@ class DirectoryCreatedOnEveryProcess(Rule):
             if any(word in text for word in ("rank", "process_index")) or self._skipped(call):
                 continue
             fields = {"call": f"{dotted_name(call.func)}()", "path": text if len(text) <= 40 else "it"}
-            if qualified == "os.makedirs" and self._checked_first(call, text):
+            if self._cleared_first(call, text):
+                self.report(call, note=_CLEARED, **fields)
+            elif qualified == "os.makedirs" and self._checked_first(call, text):
                 self.report(call, edits=[replace(call, _with_exist_ok(call))], note="", **fields)
             elif _spelled_os_mkdir(call) and self._checked_first(call, text):
                 module = cst.Module([]).code_for_node(call.func.value)  # `os`, as the file spells it
@@ -112,6 +121,18 @@ class DirectoryCreatedOnEveryProcess(Rule):
             else:
                 fix = "pass `exist_ok=True`" if qualified == "os.makedirs" else "use `os.makedirs(..., exist_ok=True)`"
                 self.report(call, note=f" (left as written: {fix} if an existing directory is fine)", **fields)
+
+    def _cleared_first(self, call: cst.Call, path: str) -> bool:
+        """`shutil.rmtree(path)` above, in the same function: a fresh folder each run
+        (LiDAR-Bonnetal's log folder). `exist_ok=True` would not do: one process can delete
+        the folder another has just made."""
+        analysis = self.analysis
+        scope, at = analysis.scope_of(call), analysis.order(call)
+        return any(
+            (c.qualified or "") == "shutil.rmtree" and c.node.args and analysis.scope_of(c.node) is scope
+            and analysis.order(c.node) < at and cst.Module([]).code_for_node(c.node.args[0].value).strip() == path
+            for c in analysis.facts.calls
+        )
 
     def _path_mkdir(self, call: cst.Call) -> None:
         """pathlib's `out_dir.mkdir()` under `if not out_dir.exists():` (HRNet's
