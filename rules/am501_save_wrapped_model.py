@@ -92,7 +92,7 @@ class SaveWrappedModel(Rule):
                 continue
             if not state_dict_saved(analysis, fact.node):
                 continue
-            accelerator = accelerator_name_at(analysis, fact.node)
+            accelerator = accelerator_name_at(analysis, fact.node) or analysis.accelerator_at(fact.node)
             if accelerator is None:
                 self.report(fact.node, name=name)
                 continue

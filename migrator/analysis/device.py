@@ -356,18 +356,22 @@ def _prepared_loader(facts: Facts, loop, prepared: set[str], placed: frozenset[i
     return binding is None or id(binding) in placed
 
 
-def callers_pass_prepared(facts: Facts, function: cst.FunctionDef, param: str, prepared, placed, depth: int = 0) -> bool:
+def callers_pass_prepared(
+    facts: Facts, function: cst.FunctionDef, param: str, prepared, placed, depth: int = 0, called_as: str | None = None,
+) -> bool:
     """Every call of `function` in the file hands `param` a name bound to a prepared object
-    there (or its own parameter that its callers do); True with no call at all."""
+    there (or its own parameter that its callers do); True with no call at all.
+    `called_as`: a class's name, for its `__init__` (called as `Solver(loader, model)`)."""
     from migrator.analysis.reach import CALLERS_STUB
 
-    calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == function.name.value]
+    callee = called_as or function.name.value
+    calls = [c for c in facts.calls if isinstance(c.node.func, cst.Name) and c.node.func.value == callee]
     if not calls and CALLERS_STUB in facts.functions:
         return False  # a run of several files shows every caller: none of them passes one
     if not calls or depth > 3:
         return True  # called from elsewhere: trust the caller, as the batch rules always did
     params = function.params
-    positional = [p.name.value for p in (*params.posonly_params, *params.params)]
+    positional = [p.name.value for p in (*params.posonly_params, *params.params)][1 if called_as else 0:]
     for c in calls:
         value = next((a.value for a in c.node.args if a.keyword is not None and a.keyword.value == param), None)
         if value is None and param in positional:

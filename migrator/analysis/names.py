@@ -18,7 +18,8 @@ LIBRARY_ROOTS = frozenset({
     "accelerate", "runtime", "numpy", "np", "sklearn", "scipy", "pandas", "tqdm", "timm",
     "lightning", "pytorch_lightning", "matplotlib", "wandb", "tensorboard", "os", "sys",
     "math", "random", "time", "json", "logging", "functools", "itertools", "copy", "diffusers",
-    "PIL", "cv2", "einops",
+    "PIL", "cv2", "einops", "yaml", "h5py", "skimage", "librosa", "soundfile", "omegaconf", "hydra",
+    "tensorboardX", "visdom", "seaborn", "nltk", "spacy",
 })
 
 

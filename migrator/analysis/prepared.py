@@ -38,7 +38,7 @@ def holds_prepared_model(
     scope = analysis.scope_of(node)
     calls = models.get(name)
     if not calls:
-        return _handed_prepared_model(analysis, scope, name)
+        return _handed_prepared_model(analysis, scope, name) or _kept_prepared_model(analysis, scope, name)
     if name.startswith(("self.", "cls.")):
         return True
     line = analysis.position(node).start.line
@@ -67,6 +67,31 @@ def _handed_prepared_model(analysis: "ScriptAnalysis", scope: cst.CSTNode, name:
     prepared = {t for p in analysis.prepare_calls for t in p.targets if t}
     placed = prepared_bindings(facts, analysis.prepare_calls, analysis.plan, analysis.parent)
     return callers_pass_prepared(facts, scope, name, prepared, placed)
+
+
+def _kept_prepared_model(analysis: "ScriptAnalysis", scope: cst.CSTNode, name: str) -> bool:
+    """`self.model` in a method of a class whose `__init__` only sets it from its parameter
+    `model`, every construction of the class in this file handing that a prepared model
+    (`Solver(loader, model, optimizer)` after prepare(); in a run of several files, the
+    callers' stub makes the other files' constructions)."""
+    from migrator.analysis.device import callers_pass_prepared, prepared_bindings
+
+    facts = analysis.facts
+    cls = facts.method_of.get(id(scope)) if isinstance(scope, cst.FunctionDef) else None
+    if cls is None or not name.startswith("self.") or name.count(".") != 1:
+        return False
+    init = next((f for f in facts.functions.get("__init__", ()) if facts.method_of.get(id(f)) is cls), None)
+    bound = [b for b in facts.bindings if b.name == name and facts.method_of.get(id(b.scope)) is cls]
+    if init is None or len(bound) != 1 or bound[0].scope is not init or not isinstance(bound[0].value, cst.Name):
+        return False
+    param = bound[0].value.value
+    if param not in facts.params.get(id(init), ()) or Role.MODEL not in (analysis.roles.of(param), analysis.roles.of(name)):
+        return False
+    if not any(isinstance(c.node.func, cst.Name) and c.node.func.value == cls.name.value for c in facts.calls):
+        return False
+    prepared = {t for p in analysis.prepare_calls for t in p.targets if t}
+    placed = prepared_bindings(facts, analysis.prepare_calls, analysis.plan, analysis.parent)
+    return callers_pass_prepared(facts, init, param, prepared, placed, called_as=cls.name.value)
 
 
 def accelerator_name_at(analysis: "ScriptAnalysis", node: cst.CSTNode) -> str | None:

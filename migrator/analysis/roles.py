@@ -138,16 +138,15 @@ def parameter_owners(call: cst.Call, facts: Facts | None = None) -> list[str]:
             for c in facts.calls:  # `biases.append(param)` in a loop over `model.named_parameters()`
                 func = c.node.func
                 if isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend") and dotted_name(func.value) == node.value:
-                    before = len(owners)
                     for a in c.node.args:
                         walk(a.value, self)
-                    # a module's method gathering its own parameters (`self.named_parameters()`)
-                    # builds the optimizer inside the model: no name of the file to prepare
-                    owners[before:] = [o for o in owners[before:] if o != "self"]
 
     for arg in call.args:
         if arg.keyword is None or arg.keyword.value in {"params", "param_groups"}:
             walk(arg.value, _Find())
+    # `self.parameters()`: a module building its own optimizer (SR-GNN's SessionGraph) is no
+    # name the file can prepare from inside its own methods
+    owners = [o for o in owners if o != "self"]
     return _forward_owners([m for o in owners for m in _iterated_modules(o, facts)], facts)
 
 

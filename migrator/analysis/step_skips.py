@@ -172,8 +172,9 @@ def _per_process(
                 bind(n.value, node.value if node.value is not None else node.target)
 
         def visit_For(self, node: cst.For) -> None:
+            index = enumerate_index(node)  # `step` of `for step, batch in enumerate(loader)`: a count
             for n in names_in(node.target):
-                bind(n.value, node.iter)
+                bind(n.value, cst.Integer("0") if n.value == index else node.iter)
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return False

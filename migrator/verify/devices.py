@@ -59,8 +59,8 @@ def _batches_data_parallel_moved(pair: Pair) -> Iterator[Problem]:
             continue  # that code moves its tensors to a device itself
         loaders = [
             dotted(a) for a in [*call.args, *(k.value for k in call.keywords)]
-            if dotted(a) and (after.is_loader(dotted(a)) or "loader" in last(dotted(a)).lower())
-            and not after.is_prepared(dotted(a))
+            if dotted(a) and (after.is_loader(dotted(a)) or "loader" in last(dotted(a)).lower() and not last(dotted(a))[:1].isupper())
+            and not after.is_prepared(dotted(a))  # not a class such as `yaml.FullLoader`
         ]
         if loaders:
             yield pair.at_after(

@@ -1934,6 +1934,49 @@ def test_a_helper_taken_by_a_star_import_saves_the_unwrapped_objects(tmp_path) -
     assert "save_checkpoint(epoch, model, optimizer, accelerator=accelerator)" in results["train.py"].after
 
 
+def test_a_trainer_class_handed_the_prepared_model_saves_its_unwrapped_state(tmp_path) -> None:
+    """A set-up hands the prepared model to `Solver(loader, model, optimizer)` of another
+    file, whose `train()` saves `self.model.state_dict()`. The save was made the
+    Accelerator's but kept the wrapper's state dict: `module.`-prefixed keys on 2
+    processes, plain ones on 1 (reader R4, eighteenth session)."""
+    solver = textwrap.dedent('''\
+        import torch
+
+
+        class Solver:
+            def __init__(self, loader, model, optimizer):
+                self.loader = loader
+                self.model = model
+                self.optimizer = optimizer
+
+            def train(self):
+                for x in self.loader:
+                    loss = self.model(x).sum()
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+                torch.save(self.model.state_dict(), "model.pt")
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from torch.utils.data import DataLoader
+        from solver import Solver
+
+
+        def main():
+            model = torch.nn.Linear(4, 2)
+            optimizer = torch.optim.Adam(model.parameters())
+            loader = DataLoader(torch.randn(64, 4), batch_size=8, shuffle=True)
+            Solver(loader, model, optimizer).train()
+
+
+        main()
+    ''')
+    results = _results([_project(tmp_path, **{"train.py": train, "solver.py": solver})])
+    after = results["solver.py"].after
+    assert "self.accelerator.save(self.accelerator.unwrap_model(self.model).state_dict(), \"model.pt\")" in after, after
+
+
 def test_a_function_another_file_of_the_run_calls_is_not_given_a_required_accelerator(tmp_path) -> None:
     """SupContrast: main_ce.py's `set_loader(opt)` downloads, so its own migration threads
     the Accelerator in (`set_loader(opt, *, accelerator)`); main_linear.py imports it and

@@ -187,3 +187,24 @@ def test_an_early_stop_on_data_every_process_reads_whole_is_migrated() -> None:
     assert not [f for f in whole.findings if f.code in ("AM915", "AM956")], whole.findings
     shared = migrate_source(_WHOLE_DATA_STOP.format(dev="train_loader"), "train.py", Config())  # a prepared share
     assert [f.code for f in shared.findings if f.code in ("AM915", "AM956")] == ["AM915", "AM956"], shared.findings
+
+
+def test_a_step_budget_counted_under_a_test_of_the_enumerate_index_is_shared() -> None:
+    """JointBERT: `global_step += 1` under `if (step + 1) % accumulation == 0:`, then
+    `if 0 < max_steps < global_step: break`. The enumerate index counts alike on every
+    process (reader R3, eighteenth session: a false AM915/AM956)."""
+    assert _skips(
+        """
+        for _ in range(epochs):
+            for step, batch in enumerate(loader):
+                loss = model(batch).sum()
+                loss.backward()
+                if (step + 1) % accumulation == 0:
+                    optimizer.step()
+                    global_step += 1
+                if 0 < max_steps < global_step:
+                    break
+            if 0 < max_steps < global_step:
+                break
+        """
+    ) == []

@@ -969,3 +969,23 @@ def test_a_gradient_penalty_through_a_prepared_model_is_not_written() -> None:
     assert any(code == "AM959" for code, _ in _codes(before, _PENALTY.replace("CREATE", "True")))
     # a gradient with respect to the input alone (a saliency map) builds no second backward
     assert not any(code == "AM959" for code, _ in _codes(before, _PENALTY.replace("CREATE", "False")))
+
+
+def test_a_yaml_loader_class_handed_to_a_helper_is_no_data_loader() -> None:
+    """FastSpeech2: `yaml.load(open(p), Loader=yaml.FullLoader)` in a script that drops
+    `nn.DataParallel` was taken for an unprepared DataLoader handed to another file's code
+    (a false AM953 refusal, reader R4, eighteenth session)."""
+    from migrator.api import migrate_source
+    from migrator.config import Config
+
+    source = (
+        "import torch\nimport yaml\nfrom configs import read\n\n"
+        "config = read(open('c.yaml'), Loader=yaml.FullLoader)\n"
+        "model = torch.nn.DataParallel(torch.nn.Linear(4, 2)).cuda()\n"
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "loader = torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=2)\n"
+        "for x in loader:\n    optimizer.zero_grad()\n    model(x.cuda()).sum().backward()\n    optimizer.step()\n"
+    )
+    result = migrate_source(source, "train.py", Config())
+    assert not [f for f in result.findings if f.code == "AM953"], result.findings
+    assert "accelerator.backward(" in result.after
