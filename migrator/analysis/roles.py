@@ -352,7 +352,8 @@ def _roles_by_use(facts: Facts, roles: dict[str, Role], backward_loops: set[int]
     _models_built_with_optimizers(facts, roles)
     for loop in facts.loops:
         if loop.iter_name and loop.iter_name not in roles and id(loop.node) in backward_loops:
-            roles[loop.iter_name] = Role.DATALOADER
+            if not _counts_epochs(facts, loop.iter_name):
+                roles[loop.iter_name] = Role.DATALOADER
     for name in _loops_through_training_calls(facts):
         roles.setdefault(name, Role.DATALOADER)
     for name in _drawn_with_next(facts, backward_loops):
@@ -362,6 +363,24 @@ def _roles_by_use(facts: Facts, roles: dict[str, Role], backward_loops: set[int]
         if name and name not in roles and re.search(r"(loader|_dl$|^dl_|^dl$)", name):
             roles[name] = Role.DATALOADER
     _roles_through_calls(facts, roles)
+
+
+_COUNTERS = {"range", "trange", "tqdm.trange", "tqdm.auto.trange", "itertools.count", "count"}
+
+
+def _counts_epochs(facts: Facts, name: str) -> bool:
+    """`train_iterator = trange(int(args.num_train_epochs), desc="Epoch")` (the Hugging Face
+    examples' epoch bar): a count, not data, whatever loop it drives."""
+    values = [b.value for b in facts.bindings if b.name == name]
+    if not values:
+        return False
+    for value in values:
+        while isinstance(value, cst.Call) and (dotted_name(value.func) or "").rsplit(".", 1)[-1] in ("tqdm", "enumerate") and value.args:
+            value = value.args[0].value
+        callee = facts.imports.qualify(value.func) or dotted_name(value.func) if isinstance(value, cst.Call) else None
+        if callee not in _COUNTERS:
+            return False
+    return True
 
 
 def _drawn_with_next(facts: Facts, backward_loops: set[int]) -> list[str]:
