@@ -28,7 +28,41 @@ def check(pair: Pair) -> list[Problem]:
         list(_optimizers_and_models(pair)) + list(_training_loaders(pair)) + list(_unpreparable(pair))
         + list(_optimizers_alone(pair)) + list(_wrap_dropped(pair)) + list(_prepared_and_dropped(pair))
         + list(_training_elsewhere_unsharded(pair)) + list(_training_left_as_written(pair))
+        + list(_optimizer_wrappers(pair))
     )
+
+
+# What a torch optimizer answers; a prepared one forwards nothing else.
+_OPTIMIZER_API = frozenset({
+    "step", "zero_grad", "state_dict", "load_state_dict", "add_param_group", "param_groups", "state", "defaults",
+    "register_step_pre_hook", "register_step_post_hook", "optimizer", "train", "eval",
+})
+
+
+def _optimizer_wrappers(pair: Pair) -> Iterator[Problem]:
+    """A prepared "optimizer" the script drives through methods no torch optimizer has
+    (FastSpeech2's `optimizer.step_and_update_lr()`, a ScheduledOptim holding a torch Adam,
+    returned by another file's `get_model`): a wrapper of the project's, which prepare()
+    rejects with a TypeError at start, on one process too."""
+    program = pair.after
+    before = {a.target for a in pair.before.assigns}
+    for prepare in program.prepares:
+        for arg, node in zip(prepare.args, prepare.call.args):
+            if not arg or program.kind_of(arg) != "optimizer" or arg not in before:
+                continue
+            foreign = sorted({
+                n.attr for n in program.nodes
+                if isinstance(n, ast.Attribute) and dotted(n.value) == arg and n.attr not in _OPTIMIZER_API
+                and not n.attr.startswith("__")
+            }, key=lambda attr: (attr.startswith("_"), attr))  # its own methods first
+            if foreign:
+                yield pair.at_after(
+                    CODE, node,
+                    f"left as written: `{arg}` is used as `{arg}.{foreign[0]}`, which no torch optimizer has: "
+                    "it is a wrapper of the project's around one, and prepare() takes only torch optimizers "
+                    "(it raises TypeError); prepare the torch optimizer it holds and put the prepared one back "
+                    "in the wrapper, then migrate",
+                )
 
 
 def _training_left_as_written(pair: Pair) -> Iterator[Problem]:

@@ -989,3 +989,25 @@ def test_a_yaml_loader_class_handed_to_a_helper_is_no_data_loader() -> None:
     result = migrate_source(source, "train.py", Config())
     assert not [f for f in result.findings if f.code == "AM953"], result.findings
     assert "accelerator.backward(" in result.after
+
+
+def test_an_optimizer_wrapper_of_the_project_is_not_prepared() -> None:
+    """FastSpeech2: `model, optimizer = get_model(...)` returns a ScheduledOptim, a plain class
+    holding a torch Adam, stepped with `optimizer.step_and_update_lr()`. Handed to prepare(),
+    it raised TypeError at start on one process too (reader R6, eighteenth session)."""
+    from migrator.api import migrate_source
+    from migrator.config import Config
+
+    source = (
+        "import torch\nfrom utils.model import get_model\n\n"
+        "model, optimizer = get_model()\nmodel = model.cuda()\n"
+        "loader = torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=2)\n"
+        "for x in loader:\n    loss = model(x.cuda()).sum()\n    optimizer.zero_grad()\n"
+        "    loss.backward()\n    optimizer.step_and_update_lr()\n"
+    )
+    result = migrate_source(source, "train.py", Config())
+    assert result.after == source
+    refusal = [f for f in result.findings if f.code == "AM951"]
+    assert refusal and "`optimizer.step_and_update_lr`, which no torch optimizer has" in refusal[0].message, result.findings
+    plain = migrate_source(source.replace("step_and_update_lr", "step"), "train.py", Config())
+    assert "accelerator.prepare(" in plain.after, plain.findings
