@@ -53,7 +53,7 @@ def _optimizer_wrappers(pair: Pair) -> Iterator[Problem]:
             foreign = sorted({
                 n.attr for n in program.nodes
                 if isinstance(n, ast.Attribute) and dotted(n.value) == arg and n.attr not in _OPTIMIZER_API
-                and not n.attr.startswith("__")
+                and not n.attr.startswith("__") and not _probed(program, arg, n.attr)
             }, key=lambda attr: (attr.startswith("_"), attr))  # its own methods first
             if foreign:
                 yield pair.at_after(
@@ -63,6 +63,16 @@ def _optimizer_wrappers(pair: Pair) -> Iterator[Problem]:
                     "(it raises TypeError); prepare the torch optimizer it holds and put the prepared one back "
                     "in the wrapper, then migrate",
                 )
+
+
+def _probed(program: Program, owner: str, attr: str) -> bool:
+    """`hasattr(optimizer, 'is_second_order')` (Swin-Transformer, timm): an attribute the
+    script asks for first, which a torch optimizer may lack."""
+    return any(
+        isinstance(n, ast.Call) and call_name(n) in ("hasattr", "getattr") and len(n.args) >= 2
+        and dotted(n.args[0]) == owner and isinstance(n.args[1], ast.Constant) and n.args[1].value == attr
+        for n in program.nodes
+    )
 
 
 def _training_left_as_written(pair: Pair) -> Iterator[Problem]:

@@ -1011,3 +1011,8 @@ def test_an_optimizer_wrapper_of_the_project_is_not_prepared() -> None:
     assert refusal and "`optimizer.step_and_update_lr`, which no torch optimizer has" in refusal[0].message, result.findings
     plain = migrate_source(source.replace("step_and_update_lr", "step"), "train.py", Config())
     assert "accelerator.prepare(" in plain.after, plain.findings
+    asked = source.replace(  # Swin-Transformer asks first: a torch optimizer may lack the attribute
+        "    optimizer.step_and_update_lr()\n",
+        "    second = hasattr(optimizer, 'is_second_order') and optimizer.is_second_order\n    optimizer.step()\n",
+    )
+    assert "accelerator.prepare(" in migrate_source(asked, "train.py", Config()).after
