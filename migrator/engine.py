@@ -284,6 +284,7 @@ def migrate_verified(
     problems = verify_migration(
         source, outcome.code, frozenset(config.project_entered), frozenset(config.project_placing), unthreaded,
         frozenset(config.project_refused), frozenset(config.project_module_readers),
+        frozenset(spelling for spelling, kind, *_ in config.project_distribution if kind == "wraps_model"),
     )
     unsafe = any(f.code in _UNSAFE_TO_WRITE for f in outcome.findings)
     if not unsafe and not any(p.blocking for p in problems):

@@ -27,7 +27,9 @@ class DistributionHelperOfAnotherFile(Rule):
     reads). Where the helper silenced `print` on the other processes
     (`setup_for_distributed(args.rank == 0)`), the migrated call does the same with
     `accelerator.is_main_process`. `utils.save_on_master(obj, path)` becomes
-    `accelerator.save(obj, path)`. (`utils.get_rank()`, `utils.get_world_size()` and
+    `accelerator.save(obj, path)`. A helper that hands back the model it is given wrapped
+    in `nn.DataParallel` or DDP (`model, device = model_device(n_gpu, model)`) is named at
+    its call, and the file is left as written until the call goes. (`utils.get_rank()`, `utils.get_world_size()` and
     `utils.is_main_process()` become the Accelerator's properties: AM217.)
 
     ## Why is this bad?
@@ -100,6 +102,16 @@ class DistributionHelperOfAnotherFile(Rule):
         analysis = self.analysis
         if analysis.patterns is None or not analysis.migrating:
             return
+        for call in analysis.patterns.distribution.wrap_helper_calls:
+            self.report(
+                call, call=f"{cst.Module([]).code_for_node(call.func)}(...)",
+                what="is another file's helper that wraps the model it is handed in DataParallel or DDP",
+                advice=(
+                    "accelerator.prepare() wraps the model for this process, so a second wrap would nest in it "
+                    "(left as written): drop the call, take the device it chose from `accelerator.device`, "
+                    "and hand the model to prepare()"
+                ),
+            )
         for helper in analysis.patterns.distribution.helper_calls:
             shown = f"{cst.Module([]).code_for_node(helper.call.func)}(...)"
             accelerator = analysis.accelerator_at(helper.call)

@@ -250,7 +250,8 @@ def _accumulation(fact: LoopFact, roles: RoleTable, prepared: frozenset[str]) ->
         reason = f"the optimizer steps after `if ... % {n} != 0: continue` rather than under an `if`"
         return Accumulation(loop, n, None, tuple(divisions), (), reason, guard)
     n = condition[1]
-    models = tuple(m for m in _models_called(loop, roles) if m in prepared)
+    called = _models_called(loop, roles)
+    models = tuple(m for m in called if m in prepared)
     reason = None
     if condition[0] != _loop_index(loop):
         reason = f"the step condition counts `{condition[0]}`, not this loop's enumerate() index"
@@ -258,6 +259,8 @@ def _accumulation(fact: LoopFact, roles: RoleTable, prepared: frozenset[str]) ->
         reason = f"the loss is not divided by `{n}`, and accelerator.backward() would divide it"
     elif steps != {n}:
         reason = f"the loss is divided by `{', '.join(sorted(steps))}` but the optimizer steps every `{n}` batches"
+    elif not models and called:
+        reason = f"`{called[0]}`, the model called in the loop, is not prepared in this file, so accumulate() has no prepared model to take"
     elif not models:
-        reason = "no model is called in the loop, so there is nothing to pass to accumulate()"
+        reason = "no model prepared in this file is called in the loop, so there is nothing to pass to accumulate()"
     return Accumulation(loop, n, step_if, tuple(divisions), models, reason, step_if)

@@ -157,6 +157,8 @@ class DistributionFacts:
     barriers: tuple[cst.Call, ...] = ()
     all_reduces: tuple[AllReduce, ...] = ()
     helper_calls: tuple[HelperCall, ...] = ()  # calls of another file's set-up helper or save_on_master
+    # calls of another file's helper that wraps the model it is handed in DataParallel or DDP
+    wrap_helper_calls: tuple[cst.Call, ...] = ()
     plumbing: tuple[Plumbing, ...] = ()
     # `f"cuda:{local_rank}"` given to torch.load's map_location (directly or through a name
     # read only there): this process's device, spelled by hand
@@ -554,6 +556,14 @@ class _Builder:
             )
             out.append(HelperCall(c.node, statement, helper[0], attributes, helper[2]))
         return out
+
+    def wrap_helper_calls(self) -> list[cst.Call]:
+        """Calls of another file's helper that hands back the model it is given wrapped
+        (`model, device = model_device(n_gpu, model)`), wherever the call stands."""
+        return [
+            c.node for c in self.facts.calls
+            if (self.helpers.get(dotted_name(c.node.func) or "") or ("",))[0] == "wraps_model"
+        ]
 
     def rank_tests(self) -> list[RankTest]:
         """Outermost main-process tests, in document order (read from the node index,
@@ -1008,6 +1018,7 @@ def distribution_facts(
         barriers=tuple(b.calls(BARRIERS)),
         all_reduces=tuple(b.all_reduces()),
         helper_calls=tuple(helper_calls),
+        wrap_helper_calls=tuple(b.wrap_helper_calls()),
         plumbing=tuple(plumbing),
         device_strings=tuple(device_strings),
         rank_tests=tuple(rank_tests),

@@ -41,8 +41,9 @@ ATTRIBUTE_VALUES = {
 @dataclass(frozen=True)
 class Helper:
     """`kind`: a key of PROPERTIES, "save_on_master", "reduced" (returns its argument
-    all-reduced: the same on every process), "log_file" (sends the log to a file), or
-    "setup". For "setup": `attributes`
+    all-reduced: the same on every process), "log_file" (sends the log to a file),
+    "wraps_model" (wraps a model it is handed in DataParallel or DDP), or "setup". For
+    "setup": `attributes`
     holds (attribute of its parameter, meaning: a key of ATTRIBUTE_VALUES or "" when
     unknown), and `prints` the helper it calls to silence print on the other processes."""
 
@@ -66,6 +67,8 @@ def summarise(tree: ast.Module) -> dict[str, Helper]:
 
 def _helper(function: ast.FunctionDef, known: dict[str, Helper]) -> Helper | None:
     returns = [n.value for n in ast.walk(function) if isinstance(n, ast.Return) and n.value is not None]
+    if returns and _wraps_argument(function):
+        return Helper("wraps_model")
     if returns and _reduces_argument(function):
         return Helper("reduced")
     if returns:
@@ -91,6 +94,22 @@ def _opens_log_file(function: ast.FunctionDef) -> bool:
             if name.rsplit(".", 1)[-1] == "basicConfig" and any(k.arg == "filename" for k in node.keywords):
                 return True
     return False
+
+
+_MODEL_WRAPS = ("DataParallel", "DistributedDataParallel")
+
+
+def _wraps_argument(function: ast.FunctionDef) -> bool:
+    """`nn.DataParallel(model, ...)` of a parameter, then a return: the helper hands back
+    its model wrapped (lonePatient's `model, device = model_device(n_gpu, model)`), which
+    beside prepare() nests two wrappers or splits one process's batch over every GPU."""
+    args = function.args
+    params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    return any(
+        isinstance(n, ast.Call) and _callee(n).rsplit(".", 1)[-1] in _MODEL_WRAPS and n.args
+        and isinstance(n.args[0], ast.Name) and n.args[0].id in params
+        for n in ast.walk(function)
+    )
 
 
 def _reduces_argument(function: ast.FunctionDef) -> bool:
@@ -204,8 +223,8 @@ def _holder_attribute(value: ast.AST, holder: str, meanings: dict[str, set[str]]
     return ""
 
 
-# Only a file that names torch.distributed, or a log file handler, can define one of these helpers.
-MARKS = (b"distributed", b"FileHandler", b"basicConfig")
+# Only a file that names torch.distributed, a model wrap, or a log file handler can define one of these helpers.
+MARKS = (b"distributed", b"DataParallel", b"FileHandler", b"basicConfig")
 
 
 def distribution_calls(sources: dict[str, bytes], files) -> dict[str, tuple]:

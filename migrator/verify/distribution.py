@@ -202,6 +202,13 @@ def _left_running(pair: Pair) -> Iterator[Problem]:
                 blocking=False,
             )
             continue
+        if callee in pair.model_wrappers:
+            yield pair.at_after(
+                CODE, call,
+                f"left as written: `{callee}(...)` is another file's helper that wraps the model it is handed in "
+                "DataParallel or DDP; beside prepare()'s wrap it would nest two wrappers (AM219 says what to do)",
+            )
+            continue
         if _SETUP_HELPER.search(name) and name not in after.functions:
             yield pair.at_after(
                 CODE, call,

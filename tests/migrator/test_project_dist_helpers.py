@@ -212,3 +212,59 @@ def test_print_replaced_on_a_flag_every_process_shares_is_not_silencing(tmp_path
     (tmp_path / "utils.py").write_text(SILENCING_UTILS)
     (result,) = migrate_paths([str(tmp_path / "train.py")], Config())
     assert 'accelerator.print("step", step, loss.item())' in result.after
+
+
+PLACING_TOOLS = textwrap.dedent('''\
+    import torch
+
+
+    def model_device(n_gpu, model):
+        device = torch.device("cuda:0" if n_gpu else "cpu")
+        if n_gpu > 1:
+            model = torch.nn.DataParallel(model, device_ids=list(range(n_gpu)))
+        return model.to(device), device
+
+
+    def on_device(n_gpu, model):
+        device = torch.device("cuda:0" if n_gpu else "cpu")
+        return model.to(device), device
+''')
+PLACED_TRAIN = textwrap.dedent('''\
+    import torch
+
+    from tools import {helper}
+
+
+    def main(n_gpu):
+        model = torch.nn.Linear(2, 2)
+        model, device = {helper}(n_gpu, model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = torch.utils.data.DataLoader(torch.ones(8, 2), batch_size=4)
+        for x in loader:
+            loss = model(x.to(device)).sum()
+            loss.backward()
+            optimizer.step()
+''')
+
+
+def test_a_helper_wrapping_the_model_it_is_handed_is_read_from_its_body() -> None:
+    found = summarise(ast.parse(PLACING_TOOLS))
+    assert found["model_device"] == Helper("wraps_model")
+    assert "on_device" not in found  # a move alone is no wrap
+
+
+@pytest.mark.parametrize("helper, refused", [("model_device", True), ("on_device", False)])
+def test_a_call_of_another_files_model_wrapping_helper_is_named_and_refused(tmp_path, helper, refused) -> None:
+    """lonePatient's trainer: `model_device(n_gpu, model)` of another file wraps the model
+    in DataParallel; kept beside prepare(), two wrappers nest, with no finding before."""
+    (tmp_path / "tools.py").write_text(PLACING_TOOLS)
+    (tmp_path / "train.py").write_text(PLACED_TRAIN.format(helper=helper))
+    results = migrate_paths([str(tmp_path)], Config())
+    (train,) = [r for r in results if r.path.endswith("train.py")]
+    messages = {f.code: f.message for f in train.findings}
+    assert ("AM219" in messages) is refused
+    assert (train.after == train.before) is refused
+    if refused:
+        assert "`model_device(...)`" in messages["AM219"] and "nest" in messages["AM955"]
+        lint = migrate_paths([str(tmp_path)], Config(fix=False))
+        assert "AM219" in [f.code for r in lint if r.path.endswith("train.py") for f in r.findings]
