@@ -237,7 +237,23 @@ def assign_roles(
     for name in set(iterators) | own_batch_iterators(facts):
         if roles.get(name) is Role.DATALOADER:
             del roles[name]
+    for name in _parts_of_modules(facts, local_models):
+        if roles.get(name) is Role.MODEL:
+            del roles[name]
     return RoleTable(roles)
+
+
+def _parts_of_modules(facts: Facts, local_models: set[str]) -> set[str]:
+    """`self.embedding = nn.Embedding(...)` in a method of an nn.Module subclass of this
+    file: a part of the model, which is the instance itself; prepare() takes the whole
+    (SR-GNN's SessionGraph builds its layers, loss and optimizer in `__init__`)."""
+    inside, outside = set(), set()
+    for b in facts.bindings:
+        if not b.name.startswith("self.") or b.name.count(".") != 1:
+            continue
+        cls = facts.method_of.get(id(b.scope))
+        (inside if cls is not None and cls.name.value in local_models else outside).add(b.name)
+    return inside - outside
 
 
 def own_batch_iterators(facts: Facts) -> set[str]:

@@ -246,7 +246,14 @@ def _optimizers_and_models(pair: Pair) -> Iterator[Problem]:
         unprepared = sorted(
             m for m in models if not program.is_prepared(m) and not _raw_alias(program, m) and not _part_of_prepared(program, m)
         )
-        if optimizer_prepared and unprepared:
+        if optimizer_prepared and unprepared == ["self"]:
+            yield pair.at_after(
+                CODE, call,
+                f"left as written: `{name}` is built inside the model's own class over `self.parameters()`, and a "
+                "model cannot be prepared from inside itself: prepare the model where it is made, together with "
+                f"the optimizer it holds (`model, model.{last(name)} = accelerator.prepare(model, model.{last(name)})`)",
+            )
+        elif optimizer_prepared and unprepared:
             yield pair.at_after(
                 CODE, call,
                 f"left as written: `{name}` would be prepared but not the model "

@@ -474,3 +474,32 @@ def test_a_function_that_returns_a_dataloader_hands_out_a_loader() -> None:
     )
     assert analysis.roles.of("train_data") is Role.DATALOADER  # the nested collate's return does not count
     assert analysis.roles.of("other") is None  # one return is not a loader
+
+
+MODEL_OWNING_ITS_OPTIMIZER = textwrap.dedent('''\
+    import torch
+    import torch.nn as nn
+
+
+    class Graph(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding = nn.Embedding(10, 4)
+            self.head = nn.Linear(4, 2)
+            self.optimizer = torch.optim.Adam(self.parameters(), lr=0.1)
+
+
+    class Runner:
+        def __init__(self):
+            self.net = nn.Linear(4, 2)
+''')
+
+
+def test_layers_an_nn_module_builds_on_itself_are_parts_not_models() -> None:
+    """SR-GNN's SessionGraph: AM201 listed `self.embedding`, `self.head`, ... as models to
+    prepare; the model is the instance, prepared where it is made. A plain class's
+    `self.net` stays a model."""
+    roles = _analyze(MODEL_OWNING_ITS_OPTIMIZER).roles
+    assert roles.of("self.embedding") is None and roles.of("self.head") is None
+    assert roles.of("self.optimizer") is Role.OPTIMIZER
+    assert roles.of("self.net") is Role.MODEL

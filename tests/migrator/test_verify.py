@@ -1016,3 +1016,21 @@ def test_an_optimizer_wrapper_of_the_project_is_not_prepared() -> None:
         "    second = hasattr(optimizer, 'is_second_order') and optimizer.is_second_order\n    optimizer.step()\n",
     )
     assert "accelerator.prepare(" in migrate_source(asked, "train.py", Config()).after
+
+
+def test_an_optimizer_a_model_builds_on_itself_is_named_for_the_model_s_maker() -> None:
+    before = textwrap.dedent('''\
+        import torch
+
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(2, 2)
+                self.optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+    ''')
+    after = before.replace("import torch\n", "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n").replace(
+        "lr=0.1)\n", "lr=0.1)\n        self.optimizer = accelerator.prepare(self.optimizer)\n"
+    )
+    messages = [p.message for p in verify(before, after) if p.code == "AM951"]
+    assert any("inside the model's own class" in m and "model.optimizer" in m for m in messages)
