@@ -273,7 +273,7 @@ def migrate_verified(
         return _lint(module, path, config, rules, source)
     outcome = migrate_module(module, path, config, rules, source=source)
     if outcome.code == source:
-        return _not_silent(outcome, path, source, config.run_callers, _drives(config))
+        return _not_silent(outcome, path, source, config.run_callers, _drives(config, source))
     verify(outcome.code, path)
     from migrator.verify import verify as verify_migration  # pyflakes loads only when needed
     from migrator.verify.distribution import OTHER_ENGINE
@@ -319,7 +319,7 @@ def _lint(module: cst.Module, path: str, config: Config, rules: Sequence[type[Ru
     does (none fixable, with the reasons it is left as written)."""
     outcome = migrate_module(module, path, config, rules, source=source)
     if not any(f.fixable for f in outcome.findings):
-        return _not_silent(outcome, path, source, config.run_callers, _drives(config))
+        return _not_silent(outcome, path, source, config.run_callers, _drives(config, source))
     written = migrate_verified(module, path, replace(config, fix=True), rules, source)
     refused = written.code == source and any(f.code.startswith("AM95") for f in written.findings)
     return replace(written, code=outcome.code) if refused else outcome
@@ -346,7 +346,7 @@ def _unsafe_to_write(lint: EngineOutcome) -> list:
         ),
         "AM224": (
             "AM951",
-            "left as written: the training step computes its loss with the module's own forward, which "
+            "left as written: the training step computes its loss inside the module (its own forward, layers or methods), which "
             "the prepared (DDP) wrapper never sees, so N processes would train N unsynchronised copies "
             "(AM224 shows the call); call the prepared module from outside, then migrate",
         ),
@@ -364,12 +364,30 @@ def _unsafe_to_write(lint: EngineOutcome) -> list:
     ]
 
 
-def _drives(config: Config) -> tuple:
+def _drives(config: Config, source: str) -> tuple:
     """The file's calls that run another file's training (Config.project_drives), less those
-    of classes and functions that create the Accelerator themselves (Config.project_enters):
-    their file is migrated on its own, and this one has nothing to hand them."""
+    of classes and functions that create the Accelerator themselves (Config.project_enters),
+    called once: their file is migrated on its own, and this one has nothing to hand them.
+    Called in a loop of this file, batch by batch (MUNIT's `trainer.dis_update(images_a,
+    images_b, config)`), the loop and its loaders are this file's, and they need the
+    Accelerator as much as the methods do."""
     entering = {spelling.rpartition(".")[2] for spelling in config.project_enters}
-    return tuple(d for d in config.project_drives if d[4] not in entering)
+    if not any(d[4] in entering for d in config.project_drives):
+        return config.project_drives
+    looped = _lines_in_loops(source)
+    return tuple(d for d in config.project_drives if d[4] not in entering or d[1] in looped)
+
+
+def _lines_in_loops(source: str) -> set[int]:
+    """The lines of calls in the body of a for or while loop."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return set()
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))]
+    return {c.lineno for loop in loops for s in loop.body for c in ast.walk(s) if isinstance(c, ast.Call)}
 
 
 def _not_silent(

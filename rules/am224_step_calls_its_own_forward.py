@@ -15,7 +15,10 @@ class StepCallsItsOwnForward(Rule):
     Reports a method of a `torch.nn.Module` subclass (other than `forward`) that takes a
     backward on what `self.forward(...)` or `self(...)` returned: a trainer that is itself
     the module to wrap (`FasterRCNNTrainer.train_step` calling `self.forward(imgs, ...)`,
-    whose forward computes the losses from the detector's parts). Nothing is changed.
+    whose forward computes the losses from the detector's parts). A module that builds its
+    optimizer over `self.parameters()` is the model its own methods train: a backward on
+    what its layers or its other methods computed (`self.v(s)`, `self.fc1(x)`) is reported
+    the same way. Nothing is changed.
 
     ## Why is this bad?
     DistributedDataParallel synchronises gradients only for a forward that goes through
@@ -69,20 +72,56 @@ class StepCallsItsOwnForward(Rule):
         imports = self.analysis.imports
         if not any((imports.qualify(b.value) or "") in _MODULE_BASES for b in node.bases):
             return
-        for statement in node.body.body:
-            if isinstance(statement, cst.FunctionDef) and statement.name.value != "forward":
-                self._check(node, statement)
+        methods = {s.name.value: s for s in node.body.body if isinstance(s, cst.FunctionDef)}
+        computing = self._computing(methods) if _trains_itself(methods) else set()
+        for name, statement in methods.items():
+            if name != "forward":
+                self._check(node, statement, computing)
 
-    def _check(self, cls: cst.ClassDef, method: cst.FunctionDef) -> None:
+    def _computing(self, methods: dict[str, cst.FunctionDef]) -> set[str]:
+        """`self.fc1`, `self.pi`: the layers the module builds in `__init__` from torch.nn,
+        and its methods that run them (directly or through each other)."""
+        init = methods.get("__init__")
+        found = set()
+        for call in _calls(init) if init is not None else ():
+            up = self.analysis.parent(call)
+            if isinstance(up, cst.Assign) and len(up.targets) == 1 and up.value is call:
+                target = dotted_name(up.targets[0].target) or ""
+                if target.startswith("self.") and (self.analysis.imports.qualify(call.func) or "").startswith("torch.nn."):
+                    found.add(target)
+        changed = True
+        while changed:
+            more = {
+                f"self.{name}" for name, method in methods.items()
+                if name not in ("__init__", "forward") and f"self.{name}" not in found
+                and any(dotted_name(c.func) in found for c in _calls(method))
+            }
+            found |= more
+            changed = bool(more)
+        return found
+
+    def _check(self, cls: cst.ClassDef, method: cst.FunctionDef, computing: set[str]) -> None:
         calls = list(_calls(method))
         if not any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "backward" for c in calls):
             return
         for call in calls:
             name = dotted_name(call.func)
-            if name in ("self.forward", "self"):
+            if name in ("self.forward", "self") or name in computing:
                 shown = cst.Module([]).code_for_node(call.func) + "(...)"
                 self.report(call, call=shown, cls=cls.name.value, method=method.name.value)
                 return
+
+
+def _trains_itself(methods: dict[str, cst.FunctionDef]) -> bool:
+    """An optimizer over `self.parameters()` built in the class (minimalRL's PPO,
+    SR-GNN's SessionGraph): the module is the model its own methods train."""
+    for method in methods.values():
+        for call in _calls(method):
+            if any(
+                isinstance(a.value, cst.Call) and dotted_name(a.value.func) == "self.parameters" for a in call.args
+            ) and "optim" in (dotted_name(call.func) or "").lower():
+                return True
+    return False
 
 
 def _calls(node: cst.CSTNode):

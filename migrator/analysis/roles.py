@@ -246,14 +246,22 @@ def assign_roles(
 def _parts_of_modules(facts: Facts, local_models: set[str]) -> set[str]:
     """`self.embedding = nn.Embedding(...)` in a method of an nn.Module subclass of this
     file: a part of the model, which is the instance itself; prepare() takes the whole
-    (SR-GNN's SessionGraph builds its layers, loss and optimizer in `__init__`)."""
+    (SR-GNN's SessionGraph builds its layers, loss and optimizer in `__init__`). Not a
+    part that an optimizer of its own trains."""
     inside, outside = set(), set()
     for b in facts.bindings:
         if not b.name.startswith("self.") or b.name.count(".") != 1:
             continue
         cls = facts.method_of.get(id(b.scope))
         (inside if cls is not None and cls.name.value in local_models else outside).add(b.name)
-    return inside - outside
+    # a part with an optimizer of its own is a model the class trains (MUNIT's trainer module
+    # holds `self.gen_a`, `self.dis_a` and an optimizer over each)
+    trained = {
+        owner for c in facts.calls
+        if (c.qualified or "").startswith("torch.optim.") and role_of_value(c.node, facts.imports, set()) is Role.OPTIMIZER
+        for owner in parameter_owners(c.node, facts)
+    }
+    return inside - outside - trained
 
 
 def own_batch_iterators(facts: Facts) -> set[str]:
@@ -287,12 +295,19 @@ def _optimizers_from_factories(facts: Facts, roles: dict[str, Role]) -> None:
 
 
 def _models_of_optimizers(facts: Facts, roles: dict[str, Role]) -> None:
-    """The names whose parameters an optimizer is built on are models."""
+    """The names whose parameters an optimizer is built on are models, the optimizer bound
+    to a name or built inside another call (Speech-Transformer's `TransformerOptimizer(
+    torch.optim.Adam(model.parameters(), ...), ...)`, a wrapper of the project's)."""
     for b in facts.bindings:
         value = b.element if b.element is not None else b.value
         if roles.get(b.name) is Role.OPTIMIZER and isinstance(value, cst.Call):
             for owner in parameter_owners(value, facts):
                 roles.setdefault(owner, Role.MODEL)
+    for c in facts.calls:
+        if (c.qualified or "").startswith("torch.optim.") and role_of_value(c.node, facts.imports, set()) is Role.OPTIMIZER:
+            for owner in parameter_owners(c.node, facts):
+                if owner != "self":
+                    roles.setdefault(owner, Role.MODEL)
 
 
 def _roles_by_callee(facts: Facts, roles: dict[str, Role], argument_roles: dict[str, dict[str, str]]) -> None:

@@ -503,3 +503,26 @@ def test_layers_an_nn_module_builds_on_itself_are_parts_not_models() -> None:
     assert roles.of("self.embedding") is None and roles.of("self.head") is None
     assert roles.of("self.optimizer") is Role.OPTIMIZER
     assert roles.of("self.net") is Role.MODEL
+
+
+def test_a_model_whose_parameters_feed_an_optimizer_built_inside_another_call_is_a_model() -> None:
+    """Speech-Transformer's train.py wraps its torch optimizer in one of the project's
+    (`TransformerOptimizer(torch.optim.Adam(model.parameters()), ...)`) and hands both to
+    `Solver(...)`: nothing named `model` a model, so AM914 stayed silent on the hand-over."""
+    analysis = _analyze(
+        "import torch\nfrom optimizer import TransformerOptimizer\nfrom nets import Transformer\n\n"
+        "model = Transformer()\nopt = TransformerOptimizer(torch.optim.Adam(model.parameters()), 4000)\n"
+    )
+    assert analysis.roles.of("model") is Role.MODEL
+    assert analysis.roles.of("opt") is None  # the project's wrapper is no torch optimizer
+
+
+def test_a_part_of_an_nn_module_with_an_optimizer_of_its_own_stays_a_model() -> None:
+    """MUNIT's trainer is an nn.Module holding two generators and two discriminators, each
+    stepped by an optimizer over its own parameters: those parts are the models it trains."""
+    roles = _analyze(
+        "import torch\nimport torch.nn as nn\n\n\nclass Trainer(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.gen = nn.Linear(2, 2)\n        self.dis = nn.Linear(2, 1)\n"
+        "        self.gen_opt = torch.optim.Adam(self.gen.parameters())\n"
+    ).roles
+    assert roles.of("self.gen") is Role.MODEL and roles.of("self.dis") is None

@@ -1775,6 +1775,41 @@ def test_a_file_driving_the_training_of_another_file_is_never_passed_in_silence(
     assert "the findings of trainer.py say what stands in the way" in driven[0].message
 
 
+@pytest.mark.parametrize("driver, named", [
+    ("    for x, y in batches:\n        trainer.train_step(x, y)\n", True),
+    ("    trainer.fit(batches)\n", False),
+])
+def test_a_loop_driving_a_class_that_builds_its_own_set_up_is_named(tmp_path, driver, named) -> None:
+    """MUNIT's train.py draws the batches and calls `trainer.dis_update(...)` on a class of
+    trainer.py that builds its networks and optimizers itself. Such a class creates the
+    Accelerator in its own file, so a caller that only enters it once has nothing to do;
+    one that runs the loop batch by batch owns the loaders and the loop, and was passed in
+    silence (reader R4, 18th session)."""
+    trainer = textwrap.dedent('''\
+        import torch
+
+
+        class Trainer(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = torch.nn.Linear(2, 2)
+                self.optimizer = torch.optim.SGD(self.net.parameters(), lr=0.1)
+
+            def train_step(self, x, y):
+                self.optimizer.zero_grad()
+                torch.nn.functional.mse_loss(self.net(x), y).backward()
+                self.optimizer.step()
+
+            def fit(self, batches):
+                for x, y in batches:
+                    self.train_step(x, y)
+    ''')
+    train = "from trainer import Trainer\n\n\ndef main(batches):\n    trainer = Trainer()\n" + driver
+    root = _project(tmp_path, **{"train.py": train, "trainer.py": trainer})
+    alone = _results([os.path.join(root, "train.py")])["train.py"]
+    assert any(f.code == "AM916" for f in alone.findings) is named, alone.findings
+
+
 def test_a_file_handing_a_training_object_to_another_files_loop_is_never_passed_in_silence(tmp_path) -> None:
     """LightGCN's main.py builds `bpr = utils.BPRLoss(model, config)`, a class whose
     `stage_one` runs the backward and the step, and hands it to `procedure.train_epoch(data,
