@@ -379,15 +379,27 @@ def _drives(config: Config, source: str) -> tuple:
 
 
 def _lines_in_loops(source: str) -> set[int]:
-    """The lines of calls in the body of a for or while loop."""
+    """The lines of calls in the body of a for loop over batches: anything but a counter
+    (`for epoch in range(n): trainer.train(epoch)` hands the class no batch)."""
     import ast
 
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return set()
-    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))]
+    loops = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor)) and not _counts(n.iter)]
     return {c.lineno for loop in loops for s in loop.body for c in ast.walk(s) if isinstance(c, ast.Call)}
+
+
+def _counts(source) -> bool:
+    import ast
+
+    while isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id in ("enumerate", "tqdm"):
+        source = source.args[0] if source.args else None
+    if not isinstance(source, ast.Call):
+        return False
+    name = source.func.attr if isinstance(source.func, ast.Attribute) else getattr(source.func, "id", "")
+    return name in ("range", "trange", "count")
 
 
 def _not_silent(

@@ -91,7 +91,9 @@ def role_of_value(
         return Role.MODEL
     if qualified.startswith("torch.nn.") and last[:1].isupper():
         excluded = ("torch.nn.utils", "torch.nn.functional", "torch.nn.parallel", "torch.nn.parameter")
-        if not qualified.startswith(excluded) and last not in {"DataParallel", "Parameter"}:
+        # torch's losses hold no parameters (`AdaptiveLogSoftmaxWithLoss` does: a model)
+        a_loss = last.endswith("Loss") and not last.endswith("WithLoss")
+        if not qualified.startswith(excluded) and last not in {"DataParallel", "Parameter"} and not a_loss:
             return Role.MODEL
     if qualified.startswith(_MODEL_FACTORIES) and (
         last == "from_pretrained" or last == "create_model" or qualified.startswith("torchvision")
@@ -365,9 +367,19 @@ def _wrapped_models(facts: Facts) -> list[str]:
         value = peel_moves(b.value) if b.value is not None else None  # `nn.DataParallel(model).cuda()`
         if b.element is None and isinstance(value, cst.Call) and value.args:
             last = (facts.imports.qualify(value.func) or dotted_name(value.func) or "").rsplit(".", 1)[-1]
-            if last in _DISTRIBUTED_WRAPS:  # `self.model = DDP(model.to(gpu), ...)` too
+            if last in _DISTRIBUTED_WRAPS and not _a_loss(facts, b.name):  # `self.model = DDP(model.to(gpu), ...)` too
                 out.append(b.name)
     return out
+
+
+def _a_loss(facts: Facts, name: str) -> bool:
+    """`self.criterion = nn.NLLLoss(weight=w)`, spread with its batch by `nn.DataParallel(
+    self.criterion)` (Bonnetal): a loss with no parameters, not a model to prepare."""
+    built = [
+        peel_moves(b.value) for b in facts.bindings
+        if b.name == name and b.element is None and isinstance(peel_moves(b.value), cst.Call)
+    ]
+    return any((facts.imports.qualify(v.func) or "").endswith("Loss") for v in built)
 
 
 def _roles_by_use(facts: Facts, roles: dict[str, Role], backward_loops: set[int]) -> None:

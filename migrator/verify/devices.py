@@ -252,6 +252,8 @@ def _removed_moves(pair: Pair) -> Iterator[tuple]:
             continue
         if _placed_by_prepare(pair, what, call) or _from_prepared_loader(pair, what, call):
             continue
+        if _move_of_a_dropped_wrap(call) and any(w == what for w, _ in moves(pair.after)):
+            continue  # `criterion = nn.DataParallel(criterion).cuda()` gone; `criterion` is moved where it is built
         if _parameter_fed_prepared(pair, what, call) and not _moved_off_device(pair.after, what):
             continue  # `model.to(device)` in `train(model, ...)`, every caller passing the prepared model
         yield Pair.at_before(
@@ -260,6 +262,13 @@ def _removed_moves(pair: Pair) -> Iterator[tuple]:
             "prepare() does not place it (it is not prepared, or not this binding of it, or it "
             "is moved off the device later); keep the move with `accelerator.device`",
         )
+
+
+def _move_of_a_dropped_wrap(call: ast.Call) -> bool:
+    """`nn.DataParallel(criterion).cuda()`: the move of a hand-made wrap (which the migration
+    removes with its move), not of the object it wraps."""
+    receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+    return isinstance(receiver, ast.Call) and last(call_name(receiver)) in ("DataParallel", "DistributedDataParallel")
 
 
 def _lost_arguments(pair: Pair, call: ast.Call) -> str | None:

@@ -176,12 +176,23 @@ def _wrap_dropped(pair: Pair) -> Iterator[Problem]:
             continue  # prepared under another name it was bound to
         if any(wrapped in p.args for p in after.prepares):
             continue  # handed to prepare() (`ddp = accelerator.prepare(net)`)
+        if _loss_module(pair.before, wrapped, call):
+            continue  # a loss spread over GPUs with its batch (Bonnetal's criterion): nothing to synchronise
         yield Pair.at_before(
             CODE, call,
             f"left as written: the `{last(call_name(call))}` wrap of `{wrapped}` would go while `{wrapped}` "
             "is prepared nowhere, so N processes would train N unsynchronised copies; prepare the model",
         )
         return
+
+
+def _loss_module(program: Program, name: str, wrap: ast.Call) -> bool:
+    """`criterion = nn.NLLLoss(weight=w).to(device)`, later `nn.DataParallel(criterion)`: every
+    value of the name but the wrap is a torch loss, which has no parameters to train."""
+    values = [v for v in program.values_of(name) if _peel(v) is not wrap]
+    return bool(values) and all(
+        isinstance(v := _peel(value), ast.Call) and last(call_name(v)).endswith("Loss") for value in values
+    )
 
 
 def _peel(node: ast.AST) -> ast.AST:

@@ -1778,6 +1778,7 @@ def test_a_file_driving_the_training_of_another_file_is_never_passed_in_silence(
 @pytest.mark.parametrize("driver, named", [
     ("    for x, y in batches:\n        trainer.train_step(x, y)\n", True),
     ("    trainer.fit(batches)\n", False),
+    ("    for epoch in range(3):\n        trainer.fit(batches)\n", False),
 ])
 def test_a_loop_driving_a_class_that_builds_its_own_set_up_is_named(tmp_path, driver, named) -> None:
     """MUNIT's train.py draws the batches and calls `trainer.dis_update(...)` on a class of
