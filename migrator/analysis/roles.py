@@ -474,9 +474,18 @@ def _wraps_an_optimizer(facts: Facts, name: str, roles: dict[str, Role]) -> bool
     prepare() takes (BERT-pytorch: prepare() refuses the wrapper, reader R2)."""
     built = [b.value for b in facts.bindings if b.name == name and b.element is None]
     return bool(built) and all(
-        isinstance(v, cst.Call) and any(roles.get(dotted_name(a.value) or "") is Role.OPTIMIZER for a in v.args)
+        isinstance(v, cst.Call) and any(
+            roles.get(dotted_name(a.value) or "") is Role.OPTIMIZER
+            or role_of_value(a.value, facts.imports, set()) is Role.OPTIMIZER  # `Wrapper(torch.optim.Adam(...), ...)`
+            for a in v.args
+        ) and not _prepares(v)
         for v in built
     )
+
+
+def _prepares(call: cst.Call) -> bool:
+    """`accelerator.prepare(torch.optim.SGD(...))`: the Accelerator's prepare, no wrapper."""
+    return (dotted_name(call.func) or "").rsplit(".", 1)[-1] in ("prepare", "prepare_optimizer")
 
 
 def _drawn_from_collection(facts: Facts, name: str) -> bool:
@@ -489,8 +498,10 @@ def _drawn_from_collection(facts: Facts, name: str) -> bool:
 
 def optimizer_containers(facts: Facts, parent: Callable[[cst.CSTNode], cst.CSTNode | None]) -> list[str]:
     """Containers that hold the optimizers a script builds: `self.optims[net] = torch.optim.Adam(...)`,
-    `optimizers = {"g": Adam(...), "d": Adam(...)}`, `[SGD(...) for m in models]`. The
-    migration prepares named objects only; these are the user's to prepare one by one."""
+    `optimizers = {"g": Adam(...), "d": Adam(...)}`, `[SGD(...) for m in models]`, a wrapper
+    of the project's built around one (`ScheduledOptim(torch.optim.Adam(...), ...)`, which
+    prepare() refuses). The migration prepares named objects only; these are the user's to
+    prepare one by one."""
     out: list[str] = []
     for c in facts.calls:
         if role_of_value(c.node, facts.imports, set()) is not Role.OPTIMIZER:
@@ -501,6 +512,9 @@ def optimizer_containers(facts: Facts, parent: Callable[[cst.CSTNode], cst.CSTNo
             isinstance(up, cst.Arg) and isinstance(parent(up), cst.Call) and dotted_name(parent(up).func) in ("dict", "list", "tuple")
         ):
             node, up = (parent(up), parent(parent(up))) if isinstance(up, cst.Arg) else (up, parent(up))
+        if node is c.node and isinstance(up, cst.Arg) and isinstance(parent(up), cst.Call) and not _prepares(parent(up)):
+            # `optimizer = ScheduledOptim(torch.optim.Adam(...), ...)`: a wrapper of the project's holds it
+            node, up = parent(up), parent(parent(up))
         if isinstance(up, cst.Assign) and node is not c.node:
             names = [dotted_name(t.target) for t in up.targets]
         elif isinstance(up, cst.Assign):
