@@ -145,8 +145,9 @@ def _aliases(function: ast.AST, param: str) -> set[str]:
 
 
 def _training_methods(sources: dict[str, bytes], path: str, name: str) -> set[str]:
-    """The methods of class `name` of `path` that call `.backward()` or `.step()`, in their
-    body or through other methods of the class (`self.train_step(...)`)."""
+    """The methods of class `name` of `path` that call `.backward()` (or, in a class that
+    takes none, `.step()`), in their body or through other methods of the class
+    (`self.train_step(...)`)."""
     try:
         tree = ast.parse(sources.get(path, b""))
     except (SyntaxError, ValueError):
@@ -159,17 +160,22 @@ def _training_methods(sources: dict[str, bytes], path: str, name: str) -> set[st
         m: {c.func for c in ast.walk(body) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)}
         for m, body in bodies.items()
     }
-    found = {m for m, funcs in calls.items() if any(f.attr in ("backward", "step") for f in funcs)}
-    changed = True
-    while changed:
-        more = {
-            m for m, funcs in calls.items() if m not in found and any(
-                isinstance(f.value, ast.Name) and f.value.id == "self" and f.attr in found for f in funcs
-            )
-        }
-        found |= more
-        changed = bool(more)
-    return found
+    def closure(found: set[str]) -> set[str]:
+        changed = True
+        while changed:
+            more = {
+                m for m, funcs in calls.items() if m not in found and any(
+                    isinstance(f.value, ast.Name) and f.value.id == "self" and f.attr in found for f in funcs
+                )
+            }
+            found |= more
+            changed = bool(more)
+        return found
+
+    # the methods that take a backward when there are any (MUNIT's `dis_update`), not one that
+    # only steps the schedulers (`update_learning_rate`): the one a finding names
+    backward = closure({m for m, funcs in calls.items() if any(f.attr == "backward" for f in funcs)})
+    return backward or closure({m for m, funcs in calls.items() if any(f.attr == "step" for f in funcs)})
 
 
 def _trains(files: dict[str, FileIndex], target: tuple[str, str]) -> bool:
