@@ -224,6 +224,8 @@ def _optimizers_alone(pair: Pair) -> Iterator[Problem]:
         return
     if "loader" in flat and any(models for _, _, models in optimizers(program)):
         return  # the optimizer's own models are known: `_optimizers_and_models` names the one left out
+    if any(models and program.is_prepared(name) for name, _, models in optimizers(program)):
+        return  # likewise: a prepared optimizer whose models are known is named with them (SR-GNN's `self`)
     prepare, _ = kinds[0]
     yield pair.at_after(
         CODE, prepare.call,
