@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import Role
-from migrator.analysis.plan import stepped_elsewhere
+from migrator.analysis.plan import STEPPED_ELSEWHERE, contains_len_of, stepped_elsewhere
 from migrator.rule import Example, Rule
 
 
@@ -59,9 +59,18 @@ class SchedulerSteppedElsewhere(Rule):
         if not analysis.migrating:
             return
         prepared = {a for call in analysis.prepare_calls for a in (*call.args, *call.targets) if a}
+        # kept out for a reason of its own (sized from len(dataloader): AM201 says to build it after
+        # prepare() from the per-process length); advice to prepare it would contradict that
+        left_out = analysis.plan.left_out if analysis.plan is not None else ()
+        explained = {name for name, why in left_out if why != STEPPED_ELSEWHERE}
+        loaders = set(analysis.roles.names(Role.DATALOADER))
         for name in analysis.roles.names(Role.SCHEDULER):
-            if name in prepared or not stepped_elsewhere(analysis.facts, name):
+            if name in prepared or name in explained or not stepped_elsewhere(analysis.facts, name):
                 continue
             binding = next((b for b in analysis.facts.bindings if b.name == name), None)
-            if binding is not None:
-                self.report(binding.statement, scheduler=name)
+            if binding is None:
+                continue
+            values = {b.name: b.value for b in analysis.facts.bindings if b.scope is binding.scope and b.value is not None}
+            if contains_len_of(binding.value, loaders, values):
+                continue  # sized from len(dataloader): AM201 keeps it out, to be built after prepare()
+            self.report(binding.statement, scheduler=name)

@@ -2256,3 +2256,20 @@ def test_a_model_handed_to_code_reading_its_module_is_not_prepared(tmp_path) -> 
         told = [f for f in results["train.py"].findings if f.code == "AM952" and "reads `.module` of the model" in f.message]
         assert told and told[0].start.line == 10, results["train.py"].findings
     assert _results([root])["solver.py"].after in (None, solver)
+
+
+def test_a_scheduler_sized_from_the_loader_and_stepped_elsewhere_gets_one_advice(tmp_path) -> None:
+    """lonePatient's run_bert.py: a scheduler sized from len(train_loader), stepped by a
+    trainer of another file. AM201 keeps it out, to be built after prepare() from the
+    per-process length; AM206's "pass it to prepare()" contradicted that (reader R3)."""
+    train = TRAIN.replace(
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+        "    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    scheduler = torch.optim.lr_scheduler.LinearLR(optimizer, total_iters=len(train_loader) * 2)\n",
+    ).replace("engine.train_one_epoch(train_loader, model, optimizer, device)", "engine.train_one_epoch(train_loader, model, optimizer, device, scheduler)")
+    assert "len(train_loader)" in train and "device, scheduler)" in train
+    root = _project(tmp_path, **{"train.py": train})
+    alone = _results([os.path.join(root, "train.py")])["train.py"]
+    codes = [f.code for f in alone.findings]
+    assert "AM206" not in codes, alone.findings
+    assert any("`scheduler` stays out of it (sized from len(dataloader)" in f.message for f in alone.findings if f.code == "AM201")
