@@ -54,7 +54,7 @@ class RunningMeterPerProcess(Rule):
         losses.update(loss.item(), images.size(0))
     for meter in (losses,):
         meter.sum, meter.count = accelerator.reduce(torch.tensor([float(meter.sum), float(meter.count)], dtype=torch.float64, device=accelerator.device), reduction="sum").tolist()
-        meter.avg = meter.sum / meter.count
+        meter.avg = meter.sum / meter.count if meter.count else meter.avg
     return losses.avg
     ```
 
@@ -86,7 +86,7 @@ class RunningMeterPerProcess(Rule):
             after=_SETUP + (
                 "for meter in (losses,):\n"
                 '    meter.sum, meter.count = accelerator.reduce(torch.tensor([float(meter.sum), float(meter.count)], dtype=torch.float64, device=accelerator.device), reduction="sum").tolist()\n'
-                "    meter.avg = meter.sum / meter.count\n"
+                "    meter.avg = meter.sum / meter.count if meter.count else meter.avg\n"
                 "accelerator.print(losses.avg)\n"
             ),
             at=("21:5",),
@@ -116,7 +116,7 @@ class RunningMeterPerProcess(Rule):
                 f"for {meter} in ({', '.join(sync.names)}{',' if len(sync.names) == 1 else ''}):\n"
                 f"    {meter}.sum, {meter}.count = {accelerator}.reduce({torch}.tensor([float({meter}.sum), float({meter}.count)], "
                 f'dtype={torch}.float64, device={accelerator}.device), reduction="sum").tolist()\n'
-                f"    {meter}.avg = {meter}.sum / {meter}.count\n"
+                f"    {meter}.avg = {meter}.sum / {meter}.count if {meter}.count else {meter}.avg\n"
             )
             fix = Fix((insert_after(sync.loop, cst.parse_statement(code)),), tuple(imports))
             self.report(anchor, edits=fix, meters=meters, note="")
