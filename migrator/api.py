@@ -205,6 +205,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_loggers": (b"Writer(",), "project_inherits": (b"class ",), "project_print_silencers": (b".print",),
         "project_evaluations": (b"import",), "project_placing": (b"import",), "project_loaders": (b"DataLoader",), "project_drives": (b"import",),
         "project_iterators": (b"__next__", b"__iter__"), "project_module_readers": (b".module",),
+        "project_sharded_loaders": (b"DistributedSampler",),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:
@@ -228,6 +229,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_print_silencers": project.print_silencer_calls, "project_evaluations": project.evaluation_calls,
         "project_placing": project.placing_calls, "project_loaders": project.loader_calls, "project_drives": project.driving_calls,
         "project_iterators": project.iterator_params, "project_module_readers": project.module_reader_calls,
+        "project_sharded_loaders": project.sharded_loader_calls,
     }
     # who calls a file's functions counts only for callers that run under the launcher: a
     # file the run only reads may be a tool of its own (a search script starting runs)

@@ -285,6 +285,7 @@ def migrate_verified(
         source, outcome.code, frozenset(config.project_entered), frozenset(config.project_placing), unthreaded,
         frozenset(config.project_refused), frozenset(config.project_module_readers),
         frozenset(spelling for spelling, kind, *_ in config.project_distribution if kind == "wraps_model"),
+        frozenset(config.project_sharded_loaders),
     )
     unsafe = any(f.code in _UNSAFE_TO_WRITE for f in outcome.findings)
     if not unsafe and not any(p.blocking for p in problems):

@@ -41,6 +41,11 @@ class DistributedSampler(Rule):
         ...
     ```
 
+    In a run of several files, a call of another file's function that hands back loaders
+    it builds with a DistributedSampler (`build_loader(config)`) is named: prepared here,
+    they would be sharded twice, so the file is left as written until the sampler goes
+    there.
+
     ## Known limits
     A sampler used in other ways (`len(sampler)`, passed to a function) is reported,
     not removed.
@@ -80,6 +85,7 @@ class DistributedSampler(Rule):
         analysis = self.analysis
         if analysis.patterns is None or not analysis.migrating:
             return
+        self._sharded_elsewhere()
         facts = analysis.patterns.distribution
         for sampler in facts.samplers:
             if sampler.replacement is not None:
@@ -108,3 +114,14 @@ class DistributedSampler(Rule):
             code = cst.Module([]).code_for_node(statement).strip()
             note = f" (`{code[:60]}` goes with it: a plain sampler has no set_epoch, the prepared loader reshuffles)"
             self.report(statement, edits=facts.removal(statement), name="DistributedSampler", note=note)
+
+    def _sharded_elsewhere(self) -> None:
+        sharded = set(self.ctx.config.project_sharded_loaders)
+        for c in self.analysis.facts.calls if sharded else ():
+            if c.func in sharded:
+                note = (
+                    f" again: `{c.func}(...)` hands back loaders another file of the project builds with a "
+                    "DistributedSampler, so each process would read 1/N² of the data (left as written: build them "
+                    "there with a plain sampler, `shuffle=True` for training, then prepare them here)"
+                )
+                self.report(c.node, name="DistributedSampler", note=note)

@@ -43,8 +43,22 @@ def check(pair: Pair) -> list[Problem]:
     return (
         list(_other_engine(pair)) + list(_left_running(pair)) + list(_prepared_twice(pair))
         + list(ddp_options_dropped(pair)) + list(_data_parallel_replaced(pair)) + list(_launch_test_in_part(pair))
-        + list(_group_lost(pair))
+        + list(_group_lost(pair)) + list(_sharded_loaders_prepared(pair))
     )
+
+
+def _sharded_loaders_prepared(pair: Pair) -> Iterator[Problem]:
+    """`train_loader, val_loader = build_loader(cfg)` of another file that shards them with a
+    DistributedSampler, then prepared: sharded twice (AM212 names the call)."""
+    for a in pair.after.assigns:
+        value = a.value
+        if isinstance(value, ast.Call) and call_name(value) in pair.sharded_loaders and pair.after.is_prepared(a.target):
+            yield pair.at_after(
+                CODE, value,
+                f"left as written: the loaders `{call_name(value)}(...)` hands back are sharded by a DistributedSampler "
+                "in another file, and prepare() would shard them again (AM212 says what to do)",
+            )
+            return
 
 
 # torch.distributed calls that need a process group to exist.

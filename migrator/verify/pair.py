@@ -45,20 +45,23 @@ class Pair:
     # calls of other files' helpers that wrap the model they are handed in DataParallel or
     # DDP (project/dist_helpers.py: Config.project_distribution, kind "wraps_model")
     model_wrappers: frozenset[str] = frozenset()
+    # calls of other files' functions returning loaders they shard with a DistributedSampler
+    # (project/sharded_loaders.py: Config.project_sharded_loaders)
+    sharded_loaders: frozenset[str] = frozenset()
 
     @classmethod
     def of(
         cls, before_text: str, after_text: str, called_elsewhere: frozenset[str] = frozenset(),
         placing: frozenset[str] = frozenset(), called_unthreaded: frozenset[str] = frozenset(),
         refused_trainers: frozenset[str] = frozenset(), module_readers: frozenset[str] = frozenset(),
-        model_wrappers: frozenset[str] = frozenset(),
+        model_wrappers: frozenset[str] = frozenset(), sharded_loaders: frozenset[str] = frozenset(),
     ) -> "Pair | None":
         before, after = Program.parse(before_text), Program.parse(after_text)
         if before is None or after is None:
             return None
         return cls(
             before_text, after_text, before, after, called_elsewhere, placing, called_unthreaded, refused_trainers, module_readers,
-            model_wrappers,
+            model_wrappers, sharded_loaders,
         )
 
     @functools.cached_property

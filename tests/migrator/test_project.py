@@ -2273,3 +2273,52 @@ def test_a_scheduler_sized_from_the_loader_and_stepped_elsewhere_gets_one_advice
     codes = [f.code for f in alone.findings]
     assert "AM206" not in codes, alone.findings
     assert any("`scheduler` stays out of it (sized from len(dataloader)" in f.message for f in alone.findings if f.code == "AM201")
+
+
+SHARDING_DATA = textwrap.dedent('''\
+    import torch
+    from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+
+
+    def _loaders(distributed):
+        data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+        if distributed:
+            sampler = DistributedSampler(data, num_replicas=2, rank=0)
+        else:
+            sampler = RandomSampler(data)
+        return DataLoader(data, batch_size=8, sampler=sampler)
+
+
+    def build(distributed=True):
+        return _loaders(distributed)
+''')
+
+
+@pytest.mark.parametrize("sampler, refused", [("DistributedSampler(data, num_replicas=2, rank=0)", True), ("RandomSampler(data)", False)])
+def test_loaders_another_file_shards_by_hand_are_not_prepared_again(tmp_path, sampler, refused) -> None:
+    """Swin-Transformer's main.py prepares the loaders `build_loader(config)` hands back,
+    built in data/build.py with a DistributedSampler (through a wrapper of data/__init__.py):
+    sharded twice, each process read 1/N² of the data, with no finding (reader R1)."""
+    data = SHARDING_DATA.replace("DistributedSampler(data, num_replicas=2, rank=0)", sampler)
+    train = textwrap.dedent('''\
+        import torch
+        from data import build
+
+
+        def main():
+            loader = build()
+            model = torch.nn.Linear(4, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                optimizer.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "data.py": data})
+    result = _results([root])["train.py"]
+    named = [f.message for f in result.findings if f.code == "AM212"]
+    assert bool(named) is refused, result.findings
+    assert (result.after == result.before) is refused
+    if refused:
+        assert "`build(...)` hands back loaders another file of the project builds with a DistributedSampler" in named[0]
+        assert any(f.code == "AM955" and "shard them again" in f.message for f in result.findings)
