@@ -326,6 +326,9 @@ def _aggregated_later(found: MetricsGather, fact: LoopFact, facts: Facts, reduce
     """The script already combines the counts across processes itself
     (`dist.all_reduce(correct)` after the loop, or a helper of another file that does,
     `utils.reduce_sum(correct)`): gathering too would count N times."""
+    reduced_here = _reduced_in_loop(fact, facts, reducers)
+    if reduced_here and all(reduced_here & {n.value for n in names_in(small)} for small in found.statements):
+        return True  # Swin's `acc1 = reduce_tensor(acc1)`, then `acc1_meter.update(acc1.item(), n)`
     accumulators = set()
     for small in found.statements:
         if isinstance(small, cst.AugAssign):
@@ -340,6 +343,15 @@ def _aggregated_later(found: MetricsGather, fact: LoopFact, facts: Facts, reduce
         if gathers and any(dotted_name(a.value) in accumulators for a in c.node.args):
             return True
     return False
+
+
+def _reduced_in_loop(fact: LoopFact, facts: Facts, reducers: frozenset[str]) -> set[str]:
+    """Names the loop binds to what a helper of another file all-reduced (`acc1 =
+    reduce_tensor(acc1)`): the same on every process already."""
+    return {
+        b.name for b in facts.bindings
+        if fact.node in b.loops and isinstance(b.value, cst.Call) and dotted_name(b.value.func) in reducers
+    }
 
 
 def _first_read(root: str, statements: list[cst.BaseSmallStatement], loop: EvalLoop) -> tuple[int, int]:

@@ -115,7 +115,11 @@ def unreachable_note(analysis: "ScriptAnalysis", node: cst.CSTNode) -> str:
     if isinstance(scope, cst.FunctionDef):
         where = f"`{scope.name.value}`"
         if id(scope) not in analysis.facts.method_of and not threadable(analysis, scope):
-            why = "it is also called from module level or used as a value, so it cannot be passed in"
+            name = scope.name.value
+            if not any(c.func == name for c in analysis.facts.calls):
+                why = "nothing in this file calls it, so its callers elsewhere have to pass one in"
+            else:
+                why = "it is also called from module level or used as a value, so it cannot be passed in"
             return f" (left as written: no Accelerator reaches {where}; {why})"
         return f" (left as written: no Accelerator reaches {where}; pass one in by hand)"
     return " (left as written: no Accelerator exists at module level here)"

@@ -116,6 +116,12 @@ def _reduces_argument(function: ast.FunctionDef) -> bool:
     """`dist.all_reduce(value)` on a parameter, then a return: what it returns is the same
     on every process (`reduce_mean(loss)`), so a caller summing it sums a reduced value."""
     params = {a.arg for a in function.args.args}
+    # and names copied from one (Swin's `rt = tensor.clone()`, then `dist.all_reduce(rt)`)
+    params |= {
+        t.id for n in ast.walk(function) if isinstance(n, ast.Assign)
+        and any(isinstance(m, ast.Name) and m.id in params for m in ast.walk(n.value))
+        for t in n.targets if isinstance(t, ast.Name)
+    }
     return any(
         isinstance(n, ast.Call) and _callee(n).rsplit(".", 1)[-1] == "all_reduce" and n.args
         and isinstance(n.args[0], ast.Name) and n.args[0].id in params

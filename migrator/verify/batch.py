@@ -34,12 +34,21 @@ def _data_parallel_dropped(pair: Pair) -> Iterator[Problem]:
     kept = sum(last(call_name(c)) == "DataParallel" for c in pair.after.calls)
     dropped = [c for c in pair.before.calls if last(call_name(c)) == "DataParallel"]
     if dropped and not kept:
+        contrastive = next((n for n in map(call_name, pair.before.calls) if _IN_BATCH_LOSS.search(last(n))), None)
+        advice = (
+            f"; `{contrastive}(...)` compares the samples of a batch with each other: under DataParallel it saw the "
+            "whole batch, now each process's alone (smaller still if divided), so gather the features across "
+            "processes before it (`accelerator.gather`) to keep what it compares"
+        ) if contrastive else " (divide the batch size by `accelerator.num_processes` to keep it)"
         yield _note(
             dropped[0],
             "DataParallel split each batch across this machine's GPUs; after the migration each "
-            "process takes a whole batch, so the global batch is N times larger (divide the batch "
-            "size by `accelerator.num_processes` to keep it)",
+            "process takes a whole batch, so the global batch is N times larger" + advice,
         )
+
+
+# losses over the pairs of one batch (SupContrast's SupConLoss, SimCLR's NT-Xent, InfoNCE, triplets)
+_IN_BATCH_LOSS = re.compile(r"^(?=.*(?:loss|nt_?xent|infonce))(?=.*(?:supcon|nt_?xent|infonce|contrast|triplet))", re.IGNORECASE)
 
 
 def _division_dropped(pair: Pair) -> Iterator[Problem]:

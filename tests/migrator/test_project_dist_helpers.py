@@ -268,3 +268,12 @@ def test_a_call_of_another_files_model_wrapping_helper_is_named_and_refused(tmp_
         assert "`model_device(...)`" in messages["AM219"] and "nest" in messages["AM955"]
         lint = migrate_paths([str(tmp_path)], Config(fix=False))
         assert "AM219" in [f.code for r in lint if r.path.endswith("train.py") for f in r.findings]
+
+
+def test_a_helper_reducing_a_copy_of_its_argument_is_a_reducer() -> None:
+    """Swin's `reduce_tensor`: `rt = tensor.clone()`, then `dist.all_reduce(rt)`."""
+    helper = (
+        "import torch.distributed as dist\n\n\ndef reduce_tensor(tensor):\n    rt = tensor.clone()\n"
+        "    dist.all_reduce(rt, op=dist.ReduceOp.SUM)\n    rt /= dist.get_world_size()\n    return rt\n"
+    )
+    assert summarise(ast.parse(helper))["reduce_tensor"] == Helper("reduced")

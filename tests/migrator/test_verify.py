@@ -1034,3 +1034,60 @@ def test_an_optimizer_a_model_builds_on_itself_is_named_for_the_model_s_maker() 
     )
     messages = [p.message for p in verify(before, after) if p.code == "AM951"]
     assert any("inside the model's own class" in m and "model.optimizer" in m for m in messages)
+
+
+@pytest.mark.parametrize("loss, contrastive", [("SupConLoss(temperature=0.1)", True), ("torch.nn.CrossEntropyLoss()", False)])
+def test_a_contrastive_loss_gets_no_advice_to_shrink_the_batch(loss, contrastive) -> None:
+    """SupContrast's main_supcon.py: dividing the batch by the process count after the
+    DataParallel wrap goes would shrink the set of samples SupConLoss contrasts N-fold
+    (reader R1); it is told to gather the features instead."""
+    before = textwrap.dedent(f'''\
+        import torch
+        from losses import SupConLoss
+
+        model = torch.nn.DataParallel(torch.nn.Linear(4, 4))
+        criterion = {loss}
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=4)
+        for x in loader:
+            optimizer.zero_grad()
+            criterion(model(x), torch.zeros(4, dtype=torch.long)).backward()
+            optimizer.step()
+    ''')
+    after = before.replace("torch.nn.DataParallel(torch.nn.Linear(4, 4))", "torch.nn.Linear(4, 4)").replace(
+        "        optimizer.step()\n", "        optimizer.step()\n"
+    ).replace("loader = torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=4)\n",
+              "loader = torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=4)\n"
+              "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)\n")
+    (note,) = [p.message for p in verify(before, after) if p.code == "AM917"]
+    assert ("gather the features" in note) is contrastive
+    assert ("divide the batch size" in note) is not contrastive
+
+
+def test_a_function_no_caller_here_reaches_is_not_said_to_be_called_from_module_level(tmp_path) -> None:
+    """SR-GNN's model.py: `train_test` is called from main.py's main() only; AM301 said it was
+    "also called from module level or used as a value" (reader R1)."""
+    from migrator.api import migrate_paths
+    from migrator.config import Config
+
+    path = tmp_path / "model.py"
+    path.write_text(textwrap.dedent('''\
+        import torch
+
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(2, 2)
+                self.optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+        def train_test(model, data):
+            for x in data:
+                loss = model(x).sum()
+                loss.backward()
+                model.optimizer.step()
+    '''))
+    (result,) = list(migrate_paths([str(path)], Config()))
+    (note,) = [f.message for f in result.findings if f.code == "AM301"]
+    assert "nothing in this file calls it" in note and "module level" not in note
