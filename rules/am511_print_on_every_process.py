@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.analysis import Role
+from migrator.analysis import Role, dotted_name
 from migrator.analysis.loop import training_functions
 from migrator.analysis.reach import accelerator_home
 from migrator.edits import replace
@@ -83,7 +83,7 @@ class PrintOnEveryProcess(Rule):
                 continue
             scope = c.scope
             in_scope = id(scope) in working or scope is home_scope
-            if not in_scope or analysis.branches.runs_only_on_main(c.node) or _per_process(c.node):
+            if not in_scope or analysis.branches.runs_only_on_main(c.node) or _per_process(c.node) or _to_a_file(c.node):
                 continue
             accelerator = analysis.accelerator_at(c.node)
             if accelerator is None:
@@ -201,3 +201,12 @@ def _per_process(call: cst.Call) -> bool:
     """A print that names this process (`print(f"rank {rank}: ...")`): each process's own line."""
     text = cst.Module([]).code_for_node(call).lower()
     return "rank" in text or "process_index" in text
+
+
+def _to_a_file(call: cst.Call) -> bool:
+    """`print(i, file=f)`: a write to a file, AM517's (which gates the `open`), not a
+    console line; `file=sys.stderr` is still the console."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == "file":
+            return (dotted_name(arg.value) or "") not in ("sys.stdout", "sys.stderr")
+    return False

@@ -376,6 +376,12 @@ class FileWrittenOnEveryProcess(Rule):
         analysis = self.analysis
         around = {id(a) for a in _ancestors(analysis, load.node)}
         start, at = analysis.order(statement), analysis.order(load.node)
+        for block in _ancestors(analysis, load.node):  # `with open(...) as f:` again (ConvLSTM's second history file)
+            if isinstance(block, cst.With) and analysis.order(block) > start and any(
+                item.asname is not None and isinstance(item.asname.name, cst.Name) and item.asname.name.value == load.name
+                for item in block.items
+            ):
+                return True
         for b in analysis.facts.bindings:
             if b.name != load.name or b.scope is not load.scope or id(b.statement) in inside:
                 continue

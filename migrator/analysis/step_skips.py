@@ -146,6 +146,8 @@ def _per_process(
     `trigger = 0` under `if val_log['iou'] > best_iou:`, a test of this process's own
     validation, so `if trigger >= patience: break` ends the run on some processes only."""
     values: dict[str, list[cst.CSTNode]] = {}
+    objects: dict[str, list[cst.CSTNode]] = {}  # `stopper(score)`, `history.append(loss)`: what objects are handed
+    batches: set[str] = set()  # targets of the loops inside that draw batches (not counters)
     tests: list[cst.BaseExpression] = []  # the tests of the `if`s around the statement being read
 
     def bind(name: str, value: cst.CSTNode) -> None:
@@ -171,16 +173,39 @@ def _per_process(
             for n in names_in(node.target):
                 bind(n.value, node.value if node.value is not None else node.target)
 
+        def visit_Expr(self, node: cst.Expr) -> None:
+            # `early_stopping(valid_loss, ...)`, `history.append(loss)`: the object keeps what it
+            # is handed, so `if early_stopping.early_stop: break` reads it (ConvLSTM, reader R3)
+            call = node.value
+            if isinstance(call, cst.Call) and call.args:
+                func = call.func
+                owner = func if isinstance(func, cst.Name) else func.value if isinstance(func, cst.Attribute) else None
+                if isinstance(owner, cst.Name):
+                    objects.setdefault(owner.value, []).extend(a.value for a in call.args)
+
         def visit_For(self, node: cst.For) -> None:
             index = enumerate_index(node)  # `step` of `for step, batch in enumerate(loader)`: a count
             for n in names_in(node.target):
                 bind(n.value, cst.Integer("0") if n.value == index else node.iter)
+                if n.value != index and not _counts(node.iter, value_of):
+                    batches.add(n.value)
 
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return False
 
     walk(loop.body, _Find())
     varying = _loop_values(loop, value_of) | {name for name, bound in values.items() if any(_calls_data(v, shared) for v in bound)}
+    # an object handed what the batches of this process gave (ConvLSTM's `early_stopping(valid_loss,
+    # ...)` over the validation loader) keeps this process's own; one handed a score computed on
+    # the whole data (no batch of a loop) decides alike everywhere
+    drawn = _closure(_loop_values(loop, value_of) | batches, {n: values.get(n, []) + objects.get(n, []) for n in {*values, *objects}})
+    varying |= {name for name, handed in objects.items() if any({n.value for n in names_in(v)} & drawn for v in handed)}
+    return _closure(varying, values)
+
+
+def _closure(seed: set[str], values: dict[str, list[cst.CSTNode]]) -> set[str]:
+    """`seed` and every name computed from it."""
+    varying = set(seed)
     changed = True
     while changed:
         changed = False

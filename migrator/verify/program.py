@@ -137,13 +137,17 @@ class Program:
         return node
 
     def drawn_from(self, loop: ast.For | ast.AsyncFor | ast.comprehension) -> str | None:
-        """The name a loop draws from, also through a progress bar bound once on its own
-        line in the same function (`tbar = tqdm(loader)` ... `for batch in tbar`)."""
+        """The name a loop draws from, also through a progress bar bound on its own line in
+        the same function (`tbar = tqdm(loader)` ... `for batch in tbar`; the last binding
+        above the loop when the name is bound again for another loop)."""
         name = iterated(loop.iter)
         if name is None or "." in name:
             return name
         scope = self.scope_of.get(loop)
         bound = [a for a in self.assigns if a.target == name and a.scope is scope]
+        if len(bound) > 1:  # `t = tqdm(train_loader)` ... `t = tqdm(valid_loader)`: the last one above the loop
+            above = [a for a in bound if a.node.lineno < loop.lineno]
+            bound = [max(above, key=lambda a: a.node.lineno)] if above else bound
         if len(bound) == 1 and isinstance(bound[0].value, ast.Call) and last(call_name(bound[0].value)) == "tqdm":
             return iterated(bound[0].value) or name
         return name

@@ -208,3 +208,27 @@ def test_a_step_budget_counted_under_a_test_of_the_enumerate_index_is_shared() -
                 break
         """
     ) == []
+
+
+def test_an_early_stop_an_object_decides_from_this_process_s_loss() -> None:
+    """ConvLSTM: `early_stopping(valid_loss.item(), ...)`, then `if early_stopping.early_stop:
+    break`: the object keeps this process's loss, and its flag ends the run on some
+    processes only (reader R3: rank 0 stopped, rank 1 hung). Handed only what every
+    process shares, it decides alike."""
+    loop = """
+        for epoch in range(epochs):
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                valid_losses.append(loss.item())
+            valid_loss = np.average(valid_losses)
+            {call}
+            if early_stopping.early_stop:
+                break
+        """
+    (why,) = _skips(loop.format(call="early_stopping(valid_loss.item(), epoch)"))
+    assert "`if early_stopping.early_stop:`" in why
+    assert _skips(loop.format(call="early_stopping(epoch)")) == []
+    # a score over the whole data (no batch of a loop) is the same on every process
+    whole = loop.format(call="score = criterion(model(inputs), targets).item()\n            early_stopping(score, epoch)")
+    assert _skips(whole) == []
