@@ -146,7 +146,8 @@ class Program:
         scope = self.scope_of.get(loop)
         bound = [a for a in self.assigns if a.target == name and a.scope is scope]
         if len(bound) > 1:  # `t = tqdm(train_loader)` ... `t = tqdm(valid_loader)`: the last one above the loop
-            above = [a for a in bound if a.node.lineno < loop.lineno]
+            line = loop.iter.lineno  # a comprehension has no line of its own
+            above = [a for a in bound if a.node.lineno < line]
             bound = [max(above, key=lambda a: a.node.lineno)] if above else bound
         if len(bound) == 1 and isinstance(bound[0].value, ast.Call) and last(call_name(bound[0].value)) == "tqdm":
             return iterated(bound[0].value) or name

@@ -1091,3 +1091,27 @@ def test_a_function_no_caller_here_reaches_is_not_said_to_be_called_from_module_
     (result,) = list(migrate_paths([str(path)], Config()))
     (note,) = [f.message for f in result.findings if f.code == "AM301"]
     assert "nothing in this file calls it" in note and "module level" not in note
+
+
+def test_a_comprehension_over_a_progress_bar_bound_twice_is_read() -> None:
+    """`t = tqdm(loader)` bound twice, one of them read by a comprehension: the loader it draws
+    from is found without the comprehension's line (an internal error on 39 corpus files once)."""
+    before = textwrap.dedent('''\
+        import torch
+        from tqdm import tqdm
+
+        model = torch.nn.Linear(2, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = torch.utils.data.DataLoader(torch.randn(8, 2), batch_size=4)
+        t = tqdm(loader)
+        sizes = [x.shape[0] for x in t]
+        t = tqdm(loader)
+        for x in t:
+            model(x).sum().backward()
+            optimizer.step()
+    ''')
+    after = before.replace("import torch\n", "import torch\nfrom runtime import Accelerator\n\naccelerator = Accelerator()\n").replace(
+        "t = tqdm(loader)\nsizes", "model, optimizer, loader = accelerator.prepare(model, optimizer, loader)\nt = tqdm(loader)\nsizes"
+    )
+    assert "accelerator.prepare(" in after
+    assert not [p for p in verify(before, after) if p.code == "AM951"]
