@@ -97,6 +97,13 @@ def contains_len_of(expr: cst.CSTNode | None, loaders: set[str], values: dict[st
 
 
 # Why a scheduler is left out of prepare() when no step of it is in the file (AM206 says so).
+SIZED = "sized from len(dataloader): built after prepare from the per-process length"
+# stepped by code this file does not show: per batch or per epoch cannot be seen (SimCLR's
+# CosineAnnealingLR(T_max=len(train_loader)) steps per epoch, reader R2)
+SIZED_ELSEWHERE = (
+    "sized from len(dataloader) and stepped outside this file: if it steps per batch, build it after prepare "
+    "from the per-process length; if per epoch, keep it as it is"
+)
 STEPPED_ELSEWHERE = "stepped outside this file: whether it follows batches or epochs cannot be seen"
 
 
@@ -200,7 +207,7 @@ def make_plan(
         if cand.role is Role.SCHEDULER:
             value = cand.binding.element or cand.binding.value
             if contains_len_of(value, loaders, values):
-                left_out.append((cand.name, "sized from len(dataloader): built after prepare from the per-process length"))
+                left_out.append((cand.name, SIZED_ELSEWHERE if stepped_elsewhere(facts, cand.name) else SIZED))
                 continue
             if _follows_a_metric(value):
                 left_out.append((cand.name, FOLLOWS_A_METRIC))
