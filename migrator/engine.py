@@ -7,6 +7,7 @@ files.py's job and turning results into output is render/'s.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import functools
 import warnings
@@ -382,8 +383,6 @@ def _drives(config: Config, source: str) -> tuple:
 def _lines_in_loops(source: str) -> set[int]:
     """The lines of calls in the body of a for loop over batches: anything but a counter
     (`for epoch in range(n): trainer.train(epoch)` hands the class no batch)."""
-    import ast
-
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -392,9 +391,8 @@ def _lines_in_loops(source: str) -> set[int]:
     return {c.lineno for loop in loops for s in loop.body for c in ast.walk(s) if isinstance(c, ast.Call)}
 
 
-def _counts(source) -> bool:
-    import ast
-
+def _counts(source: ast.AST | None) -> bool:
+    """`range(n)`, `enumerate(trange(n))`, `count()`: a counter, not batches."""
     while isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id in ("enumerate", "tqdm"):
         source = source.args[0] if source.args else None
     if not isinstance(source, ast.Call):
