@@ -79,9 +79,9 @@ def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | 
         return FileResult(path, FileStatus.FAILED, error=_error(path, 1, 1, "E002", f"cannot decode: {exc}"))
     # LibCST round-trips exactly: the text is the decoded input, no codegen needed.
     before = source if isinstance(source, str) else source.decode(module.encoding)
-    if not any(word in before for word in _RELEVANT) and not (config.project_called and ("makedirs" in before or "mkdir" in before)) and not config.project_drives:
-        # no torch: nothing to migrate, unless a helper of a run makes directories every process makes (AM518),
-        # or the file runs the training of another file of the run (AM916)
+    if not any(word in before for word in _RELEVANT) and not _shared_side_effects(before, config) and not config.project_drives:
+        # no torch: nothing to migrate, unless a helper of a run makes directories or log files every
+        # process makes (AM518, AM519), or the file runs the training of another file of the run (AM916)
         return FileResult(path, FileStatus.UNCHANGED, before, before, encoding=module.encoding)
     try:
         outcome = engine.migrate_verified(module, path, config, registry.select(config), source=before)
@@ -93,6 +93,12 @@ def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | 
     return FileResult(
         path, status, before, after, outcome.findings, encoding=module.encoding, touched_lines=outcome.touched_lines
     )
+
+
+def _shared_side_effects(text: str, config: Config) -> bool:
+    """A file without torch whose functions the run calls may still make a directory or
+    open a log file on every process."""
+    return bool(config.run_callers) and any(word in text for word in ("makedirs", "mkdir", "FileHandler", "basicConfig"))
 
 
 def unknown_selectors(selectors: Iterable[str]) -> list[str]:
@@ -202,7 +208,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_roles": (b"import",), "project_downloads": (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo"), "project_meters": (b".update(",),
         "project_entered": (b"import",), "project_states": (b"state_dict",),
         "project_enters": (b"import",), "project_called": (b"import",), "project_called_any": (b"import",), "project_writers": (b"open(",),
-        "project_loggers": (b"Writer(",), "project_inherits": (b"class ",), "project_print_silencers": (b".print",),
+        "project_loggers": (b"Writer(",), "project_inherits": (b"class ",), "project_bases": (b"class ",), "project_print_silencers": (b".print",),
         "project_evaluations": (b"import",), "project_placing": (b"import",), "project_loaders": (b"DataLoader",), "project_drives": (b"import",),
         "project_iterators": (b"__next__", b"__iter__"), "project_module_readers": (b".module",),
         "project_sharded_loaders": (b"DistributedSampler",),
@@ -226,6 +232,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_called": project.called_elsewhere, "project_called_any": project.called_elsewhere,
         "project_writers": project.writer_calls,
         "project_loggers": project.logger_calls, "project_inherits": project.inheriting_calls,
+        "project_bases": project.subclassed_elsewhere,
         "project_print_silencers": project.print_silencer_calls, "project_evaluations": project.evaluation_calls,
         "project_placing": project.placing_calls, "project_loaders": project.loader_calls, "project_drives": project.driving_calls,
         "project_iterators": project.iterator_params, "project_module_readers": project.module_reader_calls,
@@ -238,7 +245,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     # where the set-up is created is the run's files' own decision: a file only read
     # never makes a helper of the run the place of a new Accelerator
     own = {p: replace(f, calls=[]) if p in read_only else f for p, f in files.items()}
-    views = {"project_called": callers, "project_entered": own, "project_enters": own}
+    views = {"project_called": callers, "project_bases": callers, "project_entered": own, "project_enters": own}
     found = {f: readers[f](sources, views.get(f, files)) for f in wanted if f != "project_roles"}
     if "project_drives" in found:  # whether the driven file is one the run writes, or one it only reads
         found["project_drives"] = {

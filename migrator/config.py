@@ -77,6 +77,7 @@ class Config:
     project_members: tuple[str, ...] = ()  # calls of functions and classes of the run's other files (not those only read)
     # calls of other files' classes built on a class of a third file: (spelling, base, its file) (project/index.py)
     project_inherits: tuple[tuple[str, str, str], ...] = ()
+    project_bases: tuple[str, ...] = ()  # own classes a class of another file of the run builds on (project/index.py)
     # calls of other files' functions, classes and instances' methods that train: (spelling, line, column, file, name, the file is in the run) (project/drives.py)
     project_drives: tuple[tuple[str, int, int, str, str, bool], ...] = ()
     # calls of distribution helpers of other files: (spelling, kind, attributes, print helper) (project/dist_helpers.py)
@@ -84,8 +85,9 @@ class Config:
 
     @property
     def run_callers(self) -> frozenset[str]:
-        """This file's top-level names that other files of the run call or construct."""
-        return frozenset(self.project_called) | frozenset(self.project_entered)
+        """This file's top-level names that other files of the run call or construct, and
+        `Base.*` for a class another file's class builds on: all its methods may run there."""
+        return frozenset(self.project_called) | frozenset(self.project_entered) | {f"{b}.*" for b in self.project_bases}
 
     def for_file(self, path: str) -> Config:
         """This config with the codes `per_file_ignores` lists for `path` added to `ignore`."""

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from migrator.analysis.device_choice import DeviceChoice, superseded
 from migrator.analysis.device_strings import string_uses, string_valued
 from migrator.analysis.options import option_status, with_option
+from migrator.analysis.reach import builds_an_optimizer, run_by_other_files
 from migrator.cst import removal_node
 from migrator.edits import Edit, remove, replace
 from migrator.rule import Example, FixAvailability, Rule
+
+
+_ELSEWHERE = (
+    " (left as written: other files of the run call this code on every process, and this file gets no "
+    "Accelerator, so every process would take this one device; hand the Accelerator's device in)"
+)
+
+
+_ONE_GPU = re.compile(r"cuda:\d")
 
 
 _STRING_NOTE = " (now a torch.device: where it was used as a string it reads `{name}.type` or `str({name})`)"
@@ -58,6 +70,10 @@ class HardCodedDevice(Rule):
     nor loses a device move to prepare() (an inference helper) keeps its own choice. In
     code that already has an Accelerator, a device variable assigned before the
     Accelerator exists is reported, not rewritten.
+
+    In a file that gets no Accelerator but whose code the run calls on every process (a
+    base class whose subclass in another file trains), a GPU named by its index (`"cuda:0"`) is
+    reported and left as written: the Accelerator's device has to be handed in.
     """
 
     code = "AM102"
@@ -82,6 +98,7 @@ class HardCodedDevice(Rule):
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
         if not analysis.migrating:
+            self._in_code_the_run_calls()
             return
         choices = analysis.patterns.devices if analysis.patterns is not None else ()
         in_choice = {id(b) for c in choices if not c.flag for b in c.bindings}
@@ -91,6 +108,22 @@ class HardCodedDevice(Rule):
         for var in analysis.device_variables:
             if id(var.binding) not in in_choice:
                 self._single(var)
+
+    def _in_code_the_run_calls(self) -> None:
+        """st-gcn's `IO.init_environment()` sets `self.dev = "cuda:0"` for the subclass
+        in another file that trains: in a file given no Accelerator, a device picked in
+        code the run calls on every process puts every process on that one GPU."""
+        analysis, names = self.analysis, self.ctx.config.run_callers
+        if builds_an_optimizer(analysis):
+            return
+        for var in analysis.device_variables:
+            statement = analysis.statement_of(var.binding.target)
+            # `"cuda:0"`: one GPU for all (a bare `"cuda"` is the device the Accelerator made current)
+            strings = analysis.nodes_under(statement.value, "SimpleString") if isinstance(statement, cst.Assign) else []
+            if not any(_ONE_GPU.search(string.evaluated_value) for string in strings):
+                continue
+            if run_by_other_files(analysis, statement, names):
+                self.report(statement, name=var.name, note=_ELSEWHERE)
 
     def _choice(self, choice: DeviceChoice) -> None:
         """A device picked in one statement or one if/elif/else cascade: one line

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis.names import dotted_name
+from migrator.analysis.reach import run_by_other_files
 from migrator.analysis.save_moves import SaveMove, save_moves
 from migrator.edits import Edit, remove, replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -48,11 +50,15 @@ class ModelMovedToSave(Rule):
     using the model between) and then by the move back, or by nothing at all when the
     model is not used again (a final save). Any other move of a prepared model is left
     as written and the file is refused (AM952).
+
+    In a file that gets no Accelerator but whose code the run calls (a base class's
+    `save_network(network, ...)` saving `network.cpu().state_dict()`), the move is
+    reported and left as written, with the move back to a GPU given by hand.
     """
 
     code = "AM106"
     name = "model-moved-to-save"
-    message = "`{move}` moves the prepared `{model}` only to save it; save a {what} copy of its state dict and leave the model in place"
+    message = "`{move}` moves the prepared `{model}` only to save it; save a {what} copy of its state dict and leave the model in place{note}"
     fix_title = "Save a converted copy of the state dict; drop the moves"
     fix = FixAvailability.ALWAYS
     examples = (
@@ -77,6 +83,7 @@ class ModelMovedToSave(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         if not self.analysis.migrating:
+            self._in_code_the_run_calls()
             return
         for found in save_moves(self.analysis):
             edits = [_drop(found.off, found.off_line)]
@@ -84,7 +91,59 @@ class ModelMovedToSave(Rule):
                 edits.append(_drop(found.back, found.back_line))
             edits += [replace(state, _converted(state, found.convert)) for state in found.states]
             what = _KINDS.get(found.convert, found.convert)
-            self.report(found.off, edits=edits, move=_EMPTY.code_for_node(found.off).strip(), model=found.model, what=what)
+            self.report(found.off, edits=edits, move=_EMPTY.code_for_node(found.off).strip(), model=found.model, what=what, note="")
+
+    def _in_code_the_run_calls(self) -> None:
+        """A save helper of a base class (pix2pixHD's and Attention-Gated-Networks'
+        `BaseModel.save_network(network, ...)`: `torch.save(network.cpu().state_dict(), path)`,
+        then `network.cuda(gpu_ids[0])`), in a file given no Accelerator whose code the run
+        calls with the models it trains. Reported, left as written: the models the run
+        hands it are prepared elsewhere."""
+        analysis, names = self.analysis, self.ctx.config.run_callers
+        for fact in analysis.facts.calls:
+            if fact.qualified != "torch.save" or not fact.node.args or not run_by_other_files(analysis, fact.node, names):
+                continue
+            function = analysis.branches.function_of(fact.node)
+            params = {p.name.value for p in function.params.params} if function is not None else set()
+            for off, model in _moved_states(analysis.nodes_under(fact.node.args[0].value, "Call"), params):
+                back = _moved_back(analysis, function, model, fact.node)
+                note = _ELSEWHERE + (f", and `{back}` puts every process's copy on that one GPU" if back else "") + ")"
+                self.report(off, move=_EMPTY.code_for_node(off).strip(), model=model, what="CPU", note=note)
+
+
+_ELSEWHERE = (
+    " (left as written: other files of the run call this code on every process; a model they prepared would be "
+    "moved off its device mid-training"
+)
+
+
+def _moved_states(calls: list[cst.Call], params: set[str]) -> list[tuple[cst.Call, str]]:
+    """`network.cpu()` in `network.cpu().state_dict()` among the calls of what is saved,
+    for a parameter `network` of the helper."""
+    out = []
+    for state in calls:
+        func = state.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "state_dict" and isinstance(func.value, cst.Call)):
+            continue
+        off = func.value
+        moved = off.func
+        if isinstance(moved, cst.Attribute) and moved.attr.value == "cpu" and isinstance(moved.value, cst.Name) and moved.value.value in params:
+            out.append((off, moved.value.value))
+    return out
+
+
+def _moved_back(analysis, function: cst.FunctionDef | None, model: str, save: cst.Call) -> str | None:
+    """`network.cuda(gpu_ids[0])` after the save: a move back to a GPU given by hand."""
+    if function is None:
+        return None
+    for call in analysis.nodes_under(function, "Call"):
+        func = call.func
+        if (
+            isinstance(func, cst.Attribute) and func.attr.value in ("cuda", "to") and dotted_name(func.value) == model
+            and call.args and analysis.order(call) > analysis.order(save)
+        ):
+            return _EMPTY.code_for_node(call).strip()
+    return None
 
 
 def _drop(call: cst.Call, line: cst.SimpleStatementLine) -> Edit:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis.reach import builds_an_optimizer, run_by_other_files
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -34,13 +35,17 @@ class DataParallelWrapper(Rule):
     model = Net()
     ```
 
+    In a file that gets no Accelerator but whose code the run's training calls (a model
+    factory, a base class whose subclass in another file trains), the wrap is reported
+    and left as written: the model is prepared where that file is not.
+
     ## See also
     AM211 rewrites `model.module`, which only existed because of the wrapper.
     """
 
     code = "AM210"
     name = "data-parallel-wrapper"
-    message = "`{kind}` wraps the model by hand; accelerator.prepare() wraps it for this process"
+    message = "`{kind}` wraps the model by hand; accelerator.prepare() wraps it for this process{note}"
     fix_title = "Remove the hand-made wrapper"
     fix = FixAvailability.ALWAYS
     examples = (
@@ -61,11 +66,38 @@ class DataParallelWrapper(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
-        if analysis.patterns is None or not analysis.migrating:
+        if analysis.patterns is None:
             return
         facts = analysis.patterns.distribution
+        if not analysis.migrating:
+            self._in_code_the_run_calls(facts.wraps)
+            return
         for wrap in facts.wraps:
             fix = facts.removal(wrap.statement) if wrap.statement is not None else None
             inner = wrap.inner.with_changes(lpar=[], rpar=[]) if isinstance(wrap.inner, (cst.Name, cst.Attribute, cst.Call)) else wrap.inner
             edits = fix if fix is not None else [replace(wrap.call, inner)]
-            self.report(wrap.call, edits=edits, remove_imports=facts.import_cleanup, kind=wrap.kind)
+            self.report(wrap.call, edits=edits, remove_imports=facts.import_cleanup, kind=wrap.kind, note="")
+
+    def _in_code_the_run_calls(self, wraps) -> None:
+        """pix2pixHD's `create_model()` wraps the model it returns to train.py; st-gcn's
+        `IO.gpu()` wraps the model of the subclass that trains it. Under the launcher each
+        process would spread its batch over every GPU it sees, and the model prepared by
+        the run would be wrapped twice."""
+        names = self.ctx.config.run_callers
+        if builds_an_optimizer(self.analysis):
+            return
+        for wrap in wraps:
+            if run_by_other_files(self.analysis, wrap.call, names):
+                batch = _SPLIT_BATCH if wrap.kind == "DataParallel" else ""
+                self.report(wrap.call, kind=wrap.kind, note=f"{_ELSEWHERE}{batch})")
+
+
+_ELSEWHERE = (
+    " (left as written: other files of the run call this code on every process, and this file gets no "
+    "Accelerator; remove the wrap, and prepare the model where the run prepares it"
+)
+# AM917's note, for the file that holds the wrap: the run's own files may not show it
+_SPLIT_BATCH = (
+    "; each process then takes a whole batch where DataParallel split one across the GPUs: divide the batch "
+    "size by the number of processes to keep the global batch"
+)

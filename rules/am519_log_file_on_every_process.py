@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.reach import run_by_other_files
 from migrator.cst import wrap_statements
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -16,6 +17,11 @@ _LOG_FILES = {
     "logging.handlers.RotatingFileHandler": "filename",
     "logging.handlers.TimedRotatingFileHandler": "filename",
 }
+
+_ELSEWHERE = (
+    " (left as written: other files of the run call this code on every process, and this file gets no "
+    "Accelerator)"
+)
 
 
 class LogFileOnEveryProcess(Rule):
@@ -52,6 +58,9 @@ class LogFileOnEveryProcess(Rule):
     and a configuration that sits before the Accelerator exists (module level) are
     reported, not fixed: where the other processes' records go is the user's choice. A
     path built from the process's rank is not reported.
+
+    In a file that gets no Accelerator but whose functions the run calls on every process
+    (a `setup_logging()` of a config module), the handler is reported and left as written.
     """
 
     code = "AM519"
@@ -91,7 +100,10 @@ class LogFileOnEveryProcess(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
-        if not analysis.migrating:
+        # a file given no Accelerator whose functions the run calls on every process
+        # (the Pytorch-Project-Template's `process_config()` adding RotatingFileHandlers)
+        shared = not analysis.migrating
+        if shared and not self.ctx.config.run_callers:
             return
         branches = analysis.branches
         helpers = {s: kind for s, kind, *_ in self.ctx.config.project_distribution if kind in ("log_file", "log_file_gated")}
@@ -117,8 +129,13 @@ class LogFileOnEveryProcess(Rule):
             function = branches.function_of(call)
             if function is not None and branches.runs_only_on_main(call):
                 continue
+            if shared and not run_by_other_files(analysis, call, self.ctx.config.run_callers):
+                continue
             fields = {"call": f"{cst.Module([]).code_for_node(call.func)}(...)", "path": text if len(text) <= 40 else "the file"}
             line = self._own_line(call)
+            if shared:
+                self.report(call, note=_ELSEWHERE, **fields)
+                continue
             accelerator = analysis.accelerator_at(call)
             if (fact.qualified == "logging.basicConfig" or keyword == "") and line is not None and accelerator is not None:
                 wrapper = lambda body, acc=accelerator: cst.If(test=cst.parse_expression(f"{acc}.is_main_process"), body=body)  # noqa: E731

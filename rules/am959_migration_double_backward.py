@@ -34,6 +34,12 @@ class MigrationDoubleBackward(Rule):
     (`accelerator.unwrap_model(D)(x_hat)`), then average the discriminator's gradients
     across processes by hand before the optimizer's step, or keep the script on one
     process.
+
+    The same holds for two backwards of losses computed by one forward of a prepared
+    model (one module returning a generator's and a discriminator's loss, each stepped by
+    its own optimizer): DistributedDataParallel synchronises the gradients of the first
+    backward after a forward only; those of the second stay per process, with no error.
+    Add the losses into one backward, or run a forward for each.
     """
 
     code = "AM959"

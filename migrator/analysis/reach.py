@@ -238,9 +238,47 @@ def called_by_other_files(analysis: "ScriptAnalysis", function: cst.FunctionDef,
     it, constructs its class (`Trainer(config)` in main.py runs `Trainer.__init__`), or
     calls it on an instance (`solver.train()`). `names`: the file's top-level names other
     files call, and `Class.method` for the methods they call (Config.project_called and
-    project_entered)."""
+    project_entered), and `Class.*` for a class a class of another file builds on."""
     owner = analysis.facts.method_of.get(id(function))
     if owner is None:
         return function.name.value in names
-    name = function.name.value
-    return f"{owner.name.value}.{name}" in names or (name == "__init__" and owner.name.value in names)
+    name, cls = function.name.value, owner.name.value
+    return f"{cls}.{name}" in names or (name == "__init__" and cls in names) or f"{cls}.*" in names
+
+
+def run_by_other_files(analysis: "ScriptAnalysis", node: cst.CSTNode, names: frozenset[str]) -> bool:
+    """`node` sits in a function other files of the run call (`called_by_other_files`), or
+    in one this file calls from such a function (st-gcn's `IO.gpu()`, called by
+    `Processor.__init__`): a file given no Accelerator whose code still runs on every
+    launched process. Code at module level, and under `if __name__ == "__main__":`, does not count."""
+    if not names:
+        return False
+    branches = analysis.branches
+    function = branches.function_of(node)
+    seen: set[int] = set()
+    todo = [function] if function is not None else []
+    while todo:
+        function = todo.pop()
+        if id(function) in seen:
+            continue
+        seen.add(id(function))
+        if called_by_other_files(analysis, function, names):
+            return True
+        todo.extend(f for call in branches.callers(function) if (f := branches.function_of(call)) is not None)
+    return False
+
+
+def builds_an_optimizer(analysis: "ScriptAnalysis") -> bool:
+    """The file builds an optimizer (`torch.optim.SGD(...)`, `make_optimizer(...)`, a
+    factory handed `torch.optim`): a wrap or a device there belongs to a set-up the
+    silence net names whole (AM916, verify/silence.py), not to a helper of the run's."""
+    from migrator.analysis.names import dotted_name
+
+    imports = analysis.imports
+    for fact in analysis.facts.calls:
+        called = fact.qualified or dotted_name(fact.node.func) or ""
+        if called.startswith("torch.optim") or "optim" in called.rpartition(".")[2].lower():
+            return True
+        if any((imports.qualify(a.value) or "").startswith("torch.optim") for a in fact.node.args):
+            return True
+    return False

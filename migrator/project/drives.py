@@ -41,12 +41,14 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
             (other, name): fn.inherits[1] for other, g in files.items() if other != path
             for name, fn in g.functions.items() if fn.inherits is not None and fn.inherits[0] == path
         }
-        if not trains and not instances and not subclasses:
+        factories = {s: (t, made) for s, t in others.items() if (made := _makes(files, t))}
+        if not trains and not instances and not subclasses and not factories:
             continue
         try:
             tree = ast.parse(sources[path])
         except (SyntaxError, ValueError):
             continue
+        instances_of_factories = _made_by_factories(tree, factories)
         found, methods = [], set()
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
@@ -60,6 +62,11 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
                 made = instances.get(node.func.value.id)
                 trains_here = made is not None and node.func.attr in training_methods(made)
                 target = made if trains_here else None
+                if target is None:  # `model = get_model(opts)`: one of the classes the factory returns
+                    factory, kinds = instances_of_factories.get(node.func.value.id, (None, ()))
+                    trained = [k for k in kinds if node.func.attr in training_methods(k)]
+                    # several may: the factory is named (`get_model()`, whose classes' findings say more)
+                    target = trained[0] if len(trained) == 1 else factory if trained else None
                 methods |= {target} if target is not None else set()
             if target is not None:
                 found.append((spelling, node.lineno, node.col_offset + 1, target[0], target[1]))
@@ -68,6 +75,25 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
         found = [c for c in found if (c[3], c[4]) not in methods or c[0].rpartition(".")[2] != c[4]]
         if found:
             out[path] = tuple(sorted(found, key=lambda c: (c[1], c[2])))
+    return out
+
+
+def _makes(files: dict[str, FileIndex], target: tuple[str, str]) -> tuple[tuple[str, str], ...]:
+    owner = files.get(target[0])
+    function = owner.functions.get(target[1]) if owner is not None else None
+    return function.makes if function is not None else ()
+
+
+def _made_by_factories(tree: ast.Module, factories: dict) -> dict[str, tuple[tuple[str, str], tuple[tuple[str, str], ...]]]:
+    """Names bound to what another file's factory returns (`model = get_model(opts)`):
+    name → ((the factory's file, `get_model()`), the classes it may be (Function.makes))."""
+    out = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call):
+            spelling = chain(node.value.func) or ""
+            if spelling in factories:
+                target, made = factories[spelling]
+                out[node.targets[0].id] = ((target[0], f"{target[1]}()"), made)
     return out
 
 

@@ -44,6 +44,8 @@ class Function:
     batch_iterator: bool = False
     # parameters whose `.module` it reads (a class: kept as `self.model = model`, then `self.model.module`)
     module_params: tuple[str, ...] = ()
+    # a function: the classes of the run whose instance it returns, (file, class) (`_note_factories`)
+    makes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -67,6 +69,7 @@ class FileIndex:
     local_uses: set[str] = field(default_factory=set)  # names of own functions read in this file
     words: set[str] = field(default_factory=set)  # every identifier the file mentions
     instances: dict[str, tuple[str, str]] = field(default_factory=dict)  # `es = utils.EarlyStopping(...)`: es → the class
+    bases: set[tuple[str, str]] = field(default_factory=set)  # (file, class) of other files its classes build on
 
 
 _IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+\.*[\w.]*[ \t]+import|import[ \t])[^\n]*", re.MULTILINE)
@@ -173,6 +176,7 @@ def index(sources: dict[str, str]) -> dict[str, FileIndex]:
         out[path].functions = _functions(tree)
     for path, tree in trees.items():
         _hold_subclasses(path, tree, out, run, root, trees)
+        _note_factories(path, tree, out, run, root, trees)
     return out
 
 
@@ -207,28 +211,79 @@ def inheriting_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> 
     return out
 
 
+def subclassed_elsewhere(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
+    """For each file of the run, its classes that a class of another file builds on
+    (Config.project_bases): st-gcn's `IO.gpu()` wraps the model in DataParallel for the
+    subclass in recognition.py that trains it, so the base's code runs on every process
+    though its own file gets no Accelerator."""
+    out: dict[str, set[str]] = {}
+    for f in files.values():
+        for where, name in f.bases:
+            out.setdefault(where, set()).add(name)
+    return {path: tuple(sorted(names)) for path, names in out.items()}
+
+
 def _hold_subclasses(
     path: str, tree: ast.Module, files: dict[str, FileIndex], run: dict[str, str], root: str, trees: dict[str, ast.Module],
 ) -> None:
     """A class built on a class of another file of the project (`class Trainer(BaseTrainer)`,
     base/base_trainer.py holding the epoch loop and the checkpoints) is not threaded: the
     migration of its own file cannot see what it inherits, so its methods would get the
-    Accelerator while the inherited loop saves and logs on every process."""
+    Accelerator while the inherited loop saves and logs on every process. Every class's
+    bases of other files are kept (FileIndex.bases): their code runs where it trains."""
     if not any(isinstance(n, ast.ClassDef) and n.bases for n in tree.body):
         return
     modules, functions = _imported(path, tree, run, root, trees)
     for node in tree.body:
-        function = files[path].functions.get(node.name) if isinstance(node, ast.ClassDef) else None
-        if function is None or not function.is_class:
+        if not isinstance(node, ast.ClassDef):
             continue
+        function = files[path].functions.get(node.name)
         for base in node.bases:
             target, _ = _target(base, modules, functions)
             target = target and _defined_in(*target, run, root, trees)
-            if target is not None and target[0] != path and _defines(trees.get(target[0]), target[1]):
+            if target is None or target[0] == path or not _defines(trees.get(target[0]), target[1]):
+                continue
+            files[path].bases.add(target)
+            if function is not None and function.is_class:
                 function.threadable = False
                 function.threaded_before = False
                 function.inherits = target
-                break
+            break
+
+
+def _note_factories(
+    path: str, tree: ast.Module, files: dict[str, FileIndex], run: dict[str, str], root: str, trees: dict[str, ast.Module],
+) -> None:
+    """Attention-Gated-Networks' `get_model(opts)` imports the class it builds inside the
+    function (`from .feedforward_seg_model import FeedForwardSegmentation`) and returns an
+    instance of it; pix2pixHD's `create_model(opt)` picks one of three. Function.makes
+    keeps those classes, so a file calling `model = get_model(...)`, then
+    `model.optimize_parameters()`, is known to drive their training (project/drives.py)."""
+    factories = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in files[path].functions]
+    if not factories:
+        return
+    modules, functions = _imported(path, tree, run, root, trees)
+    extended = _extends_path(path, tree, run, root, trees)
+    for node in factories:
+        local = dict(functions)
+        for inner in ast.walk(node):
+            if isinstance(inner, ast.ImportFrom):
+                owner = _resolve(inner.module or "", inner.level, path, run, root, extended)
+                local.update({a.asname or a.name: (owner, a.name) for a in inner.names if owner is not None and a.name != "*"})
+        returned = {n.value.id for n in ast.walk(node) if isinstance(n, ast.Return) and isinstance(n.value, ast.Name)}
+        built = [n.value for n in ast.walk(node) if isinstance(n, ast.Return) and isinstance(n.value, ast.Call)]
+        built += [
+            n.value for n in ast.walk(node) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+            and any(isinstance(t, ast.Name) and t.id in returned for t in n.targets)
+        ]
+        made = set()
+        for call in built:
+            target, _ = _target(call.func, modules, local)
+            target = target and _defined_in(*target, run, root, trees)
+            tree_of = trees.get(target[0]) if target else None
+            if tree_of is not None and any(isinstance(c, ast.ClassDef) and c.name == target[1] for c in tree_of.body):
+                made.add(target)
+        files[path].functions[node.name].makes = tuple(sorted(made))
 
 
 def _functions(tree: ast.Module) -> dict[str, Function]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 from dataclasses import dataclass
 
 from migrator.verify.program import Program
@@ -130,5 +131,13 @@ def _align(old: list[str], i1: int, i2: int, lines: list[str]) -> list[tuple[int
 
 
 def _similarity(a: str, b: str) -> float:
+    """How alike two lines are: by their characters, or by the names they share (a
+    rewrite moves names around: `loss.backward()` → `accelerator.backward(loss)`)."""
     ratio = difflib.SequenceMatcher(a=a.strip(), b=b.strip()).ratio()
+    words_a, words_b = set(_WORD.findall(a)), set(_WORD.findall(b))
+    if words_a and words_b:
+        ratio = max(ratio, len(words_a & words_b) / len(words_a | words_b))
     return ratio if ratio >= 0.5 else 0.0
+
+
+_WORD = re.compile(r"[A-Za-z_]\w*")

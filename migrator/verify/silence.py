@@ -74,11 +74,14 @@ def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str, bool
         # read around this file only: its findings show in a run given both files (which may still refuse)
         together = "" if in_run else ", in a run given both files,"
         where = _from_common_folder(file, path)
+        # `get_model()`: a factory returning one of several classes that train (project/drives.py)
+        whose = f"the model `{name}` returns" if name.endswith("()") else f"`{name}`"
+        findings_of = f"the classes `{name}` returns" if name.endswith("()") else where
         out.append(Problem(
             CODE, line, col,
-            f"`{spelling}(...)` runs the training of `{name}` ({where}), which needs the Accelerator, "
+            f"`{spelling}(...)` runs the training of {whose} ({where}), which needs the Accelerator, "
             f"but nothing here was migrated or reported: the two are migrated together or not at all (the findings of "
-            f"{where}{together} say what stands in the way)",
+            f"{findings_of}{together} say what stands in the way)",
         ))
     return out[:_LIMIT]
 

@@ -2325,3 +2325,124 @@ def test_loaders_another_file_shards_by_hand_are_not_prepared_again(tmp_path, sa
     if refused:
         assert "`build(...)` hands back loaders another file of the project builds with a DistributedSampler" in named[0]
         assert any(f.code == "AM955" and "shard them again" in f.message for f in result.findings)
+
+
+_SEGMENTER = textwrap.dedent('''\
+    import torch
+
+
+    class SEGMENTER:
+        def initialize(self, opts):
+            self.net = torch.nn.Linear(4, 2)
+            self.optimizer = torch.optim.SGD(self.net.parameters(), lr=0.1)
+
+        def set_input(self, x):
+            self.x = x
+
+        def optimize_parameters(self):
+            self.optimizer.zero_grad()
+            self.net(self.x).sum().backward()
+            self.optimizer.step()
+''')
+_FACTORY = textwrap.dedent('''\
+    def get_model(opts):
+        if opts == "seg":
+            from .segmenter import Segmenter
+            model = Segmenter()
+        else:
+            from .classifier import Classifier
+            model = Classifier()
+        model.initialize(opts)
+        return model
+''')
+_DRIVER = textwrap.dedent('''\
+    import torch
+    from models import get_model
+
+
+    def train(kind):
+        model = get_model(kind)
+        for x in torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=2):
+            model.set_input(x)
+            model.optimize_parameters()
+
+
+    if __name__ == "__main__":
+        train("seg")
+''')
+
+
+def test_a_loop_driving_what_a_factory_returns_is_named(tmp_path) -> None:
+    """Attention-Gated-Networks: `model = get_model(opts)` (models/__init__.py importing the
+    class it builds inside the function), then `model.optimize_parameters()` batch by batch.
+    The script calls no backward itself and passed with no finding (reader R4, nineteenth
+    session); the factory is named when more than one of its classes trains that way."""
+    root = _project(
+        tmp_path, **{
+            "train.py": _DRIVER, "models/__init__.py": _FACTORY,
+            "models/segmenter.py": _SEGMENTER.replace("SEGMENTER", "Segmenter"),
+            "models/classifier.py": _SEGMENTER.replace("SEGMENTER", "Classifier"),
+        },
+    )
+    named = [f for f in _results([root])["train.py"].findings if f.code == "AM916"]
+    assert len(named) == 1 and "the model `get_model()` returns (models/__init__.py)" in named[0].message, named
+    # one class of the factory trains: it is the one named
+    (tmp_path / "models" / "classifier.py").write_text("class Classifier:\n    def initialize(self, opts):\n        pass\n")
+    named = [f for f in _results([root])["train.py"].findings if f.code == "AM916"]
+    assert len(named) == 1 and "`Segmenter` (models/segmenter.py)" in named[0].message, named
+
+
+def test_code_other_files_call_reports_what_runs_on_every_process(tmp_path) -> None:
+    """pix2pixHD's `create_model()` wraps the model it returns in DataParallel; the
+    Pytorch-Project-Template's `process_config()` (no torch in its file) adds a log-file
+    handler. Their files get no Accelerator, but train.py calls them on every process: the
+    wrap and the handler are named there, left as written (reader R4, nineteenth session);
+    a function nothing of the run calls is not."""
+    factory = textwrap.dedent('''\
+        import torch
+
+
+        def create_model(gpus):
+            model = torch.nn.Linear(4, 1)
+            if gpus:
+                model = torch.nn.DataParallel(model, device_ids=gpus)
+            return model
+
+
+        def unused(gpus):
+            return torch.nn.DataParallel(torch.nn.Linear(4, 1), device_ids=gpus)
+    ''')
+    settings = textwrap.dedent('''\
+        import logging
+
+
+        def process_config(folder):
+            logging.getLogger().addHandler(logging.FileHandler(folder + "/run.log"))
+            return {"lr": 0.1}
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from models import create_model
+        from settings import process_config
+
+
+        def main():
+            config = process_config("out")
+            model = create_model([0, 1])
+            optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"])
+            for x in torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=2):
+                optimizer.zero_grad()
+                model(x).sum().backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main()
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "models.py": factory, "settings.py": settings})
+    results = _results([root])
+    wraps = [f for f in results["models.py"].findings if f.code == "AM210"]
+    assert [f.start.line for f in wraps] == [7] and "other files of the run call this code" in wraps[0].message
+    assert results["models.py"].after == factory
+    handlers = [f for f in results["settings.py"].findings if f.code == "AM519"]
+    assert [f.start.line for f in handlers] == [5], results["settings.py"].findings

@@ -971,6 +971,51 @@ def test_a_gradient_penalty_through_a_prepared_model_is_not_written() -> None:
     assert not any(code == "AM959" for code, _ in _codes(before, _PENALTY.replace("CREATE", "False")))
 
 
+_TWO_LOSSES = """
+    import torch
+    from runtime import Accelerator
+    def main(model, opt_a, opt_b, loader, fp16):
+        accelerator = Accelerator()
+        model, opt_a, opt_b, loader = accelerator.prepare(model, opt_a, opt_b, loader)
+        for x in loader:
+            losses = model(x)
+            loss_a = losses[0] * 0.5
+            opt_a.zero_grad()
+            accelerator.backward(loss_a)
+            opt_a.step()
+            BETWEEN
+            opt_b.zero_grad()
+            accelerator.backward(SECOND)
+            opt_b.step()
+"""
+
+
+def _two_losses(between: str = "pass", second: str = "losses[1]") -> list[str]:
+    after = _TWO_LOSSES.replace("BETWEEN", between).replace("SECOND", second)
+    return [p.message for p in verify("import torch\n", textwrap.dedent(after)) if p.code == "AM959"]
+
+
+def test_two_backwards_of_one_forward_of_a_prepared_model_are_not_written() -> None:
+    """pix2pixHD: one module returns the generator's and the discriminator's losses, each
+    stepped by its own optimizer. DDP synchronises the first backward after a forward only:
+    on 2 gloo processes the second one's gradients differed across ranks."""
+    found = _two_losses()
+    assert len(found) == 1 and "the prepared `model`" in found[0] and "add the losses into one backward" in found[0]
+    # a fresh forward for the second loss: each backward has its own
+    assert not _two_losses("losses = model(x)")
+    # what is detached carries no gradient back to the model
+    assert not _two_losses(second="losses[1].detach() * torch.ones(1, requires_grad=True)")
+
+
+def test_backwards_in_two_branches_of_one_if_are_one_backward() -> None:
+    """`if fp16: scaled.backward() else: loss.backward()`: only one of them runs."""
+    after = textwrap.dedent(_TWO_LOSSES).replace(
+        "            accelerator.backward(loss_a)\n",
+        "            if fp16:\n                accelerator.backward(loss_a * 2)\n            else:\n                accelerator.backward(loss_a)\n",
+    ).replace("BETWEEN", "pass").replace("accelerator.backward(SECOND)", "pass")
+    assert not [c for c, _ in _codes("import torch\n", after) if c == "AM959"]
+
+
 def test_a_yaml_loader_class_handed_to_a_helper_is_no_data_loader() -> None:
     """FastSpeech2: `yaml.load(open(p), Loader=yaml.FullLoader)` in a script that drops
     `nn.DataParallel` was taken for an unprepared DataLoader handed to another file's code
