@@ -21,7 +21,7 @@ _ELSEWHERE = (
 )
 
 
-_ONE_GPU = re.compile(r"cuda:\d")
+_ONE_GPU = re.compile(r"cuda:(\d|\{)")
 
 
 _STRING_NOTE = " (now a torch.device: where it was used as a string it reads `{name}.type` or `str({name})`)"
@@ -118,9 +118,10 @@ class HardCodedDevice(Rule):
             return
         for var in analysis.device_variables:
             statement = analysis.statement_of(var.binding.target)
-            # `"cuda:0"`: one GPU for all (a bare `"cuda"` is the device the Accelerator made current)
-            strings = analysis.nodes_under(statement.value, "SimpleString") if isinstance(statement, cst.Assign) else []
-            if not any(_ONE_GPU.search(string.evaluated_value) for string in strings):
+            # `"cuda:0"`, `"cuda:{}".format(args.gpu)`: one GPU for all (a bare `"cuda"` is the device the
+            # Accelerator made current; an index from the rank is each process's own)
+            text = cst.Module([]).code_for_node(statement.value) if isinstance(statement, cst.Assign) else ""
+            if not _ONE_GPU.search(text) or "rank" in text:
                 continue
             if run_by_other_files(analysis, statement, names):
                 self.report(statement, name=var.name, note=_ELSEWHERE)

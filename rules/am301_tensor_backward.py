@@ -36,7 +36,11 @@ class TensorBackward(Rule):
     accelerator.backward(loss)
     ```
 
+    `torch.autograd.backward(loss, grad_tensors=g)` becomes
+    `accelerator.backward(loss, gradient=g)` the same way.
+
     ## Known limits
+    `torch.autograd.backward` of several tensors at once is reported, not rewritten.
     Where no Accelerator can reach the code (a function also called from module level,
     a method of a class that does not hold one), the backward is left as it is and
     reported; AM002 says why.
@@ -70,6 +74,9 @@ class TensorBackward(Rule):
             return
         receiver = func.value
         name = dotted_name(receiver)
+        if (analysis.imports.qualify(func) or "") == "torch.autograd.backward":
+            self._autograd_backward(node)
+            return
         if is_accelerator_receiver(name, analysis.accelerator_names) or (analysis.imports.qualify(receiver) or "").startswith("torch"):
             return
         if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value == "scale":
@@ -91,6 +98,38 @@ class TensorBackward(Rule):
             return
         new = attr_call(reach, "backward", with_clean_commas(_with_commas(args)))
         self.report(node, edits=[replace(node, new)], **fields)
+
+
+    def _autograd_backward(self, node: cst.Call) -> None:
+        """`torch.autograd.backward(loss, grad_tensors=g, retain_graph=True)` is
+        `accelerator.backward(loss, gradient=g, retain_graph=True)`; a list of tensors is
+        left as written (the Accelerator's backward takes one loss)."""
+        analysis = self.analysis
+        shown = cst.Module([]).code_for_node(node.func).strip()
+        receiver = shown.rpartition(".")[0]
+        first = node.args[0] if node.args and node.args[0].keyword is None and node.args[0].star == "" else None
+        reach = analysis.accelerator_at(node)
+        if first is None or isinstance(first.value, (cst.List, cst.Tuple)) or any(a.star for a in node.args):
+            note = " (left as written: several tensors at once; call `accelerator.backward` on their sum, or on each)"
+            self.report(node, receiver=receiver, note=note)
+            return
+        if reach is None:
+            self.report(node, receiver=receiver, note=unreachable_note(analysis, node))
+            return
+        args = [cst.Arg(first.value)]
+        for i, arg in enumerate(node.args[1:]):
+            if arg.keyword is None and i < len(_AUTOGRAD_POSITIONAL):
+                arg = arg.with_changes(keyword=cst.Name(_AUTOGRAD_POSITIONAL[i]), equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")))
+            elif arg.keyword is not None and arg.keyword.value in ("grad_tensors", "grad_variables"):
+                arg = arg.with_changes(keyword=cst.Name("gradient"))
+            args.append(arg)
+        new = attr_call(reach, "backward", with_clean_commas(_with_commas(args)))
+        self.report(node, edits=[replace(node, new)], receiver=receiver, note="")
+
+
+# torch.autograd.backward(tensors, grad_tensors, retain_graph, create_graph): after the tensors
+_AUTOGRAD_POSITIONAL = ("gradient", "retain_graph", "create_graph")
 
 
 def _with_commas(args: list[cst.Arg]) -> list[cst.Arg]:
