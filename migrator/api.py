@@ -232,7 +232,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_called": project.called_elsewhere, "project_called_any": project.called_elsewhere,
         "project_writers": project.writer_calls,
         "project_loggers": project.logger_calls, "project_inherits": project.inheriting_calls,
-        "project_bases": project.subclassed_elsewhere,
+        "project_bases": lambda _, view: project.subclassed_elsewhere(files, set(view)),
         "project_print_silencers": project.print_silencer_calls, "project_evaluations": project.evaluation_calls,
         "project_placing": project.placing_calls, "project_loaders": project.loader_calls, "project_drives": project.driving_calls,
         "project_iterators": project.iterator_params, "project_module_readers": project.module_reader_calls,

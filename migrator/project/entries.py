@@ -57,7 +57,8 @@ def launched(sources: dict[str, bytes], files: dict[str, FileIndex], among: froz
     """Those of `among` (files the run only reads) that are part of the program the
     launcher runs: they set up training (an optimizer, a model's parameters, an
     Accelerator), pass the Accelerator, or call a function or class of the project that
-    trains. A script that only starts runs or edits their settings (a hyper-parameter
+    trains, or runs a backward itself (pix2pixHD's train.py, whose optimizers come from the
+    model). A script that only starts runs or edits their settings (a hyper-parameter
     search) is not: the helpers it calls do not run once per process for it."""
     out = set()
     for path in among:
@@ -75,9 +76,13 @@ def launched(sources: dict[str, bytes], files: dict[str, FileIndex], among: froz
             tree = ast.parse(sources[path])
         except (SyntaxError, ValueError):
             continue
-        if _sets_up(tree):
+        if _sets_up(tree) or _backward_by_hand(tree):
             out.add(path)
     return out
+
+
+def _backward_by_hand(tree: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward" for n in ast.walk(tree))
 
 
 def _builders(source: bytes, names: tuple[str, ...]) -> set[str]:

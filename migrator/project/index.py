@@ -69,7 +69,7 @@ class FileIndex:
     local_uses: set[str] = field(default_factory=set)  # names of own functions read in this file
     words: set[str] = field(default_factory=set)  # every identifier the file mentions
     instances: dict[str, tuple[str, str]] = field(default_factory=dict)  # `es = utils.EarlyStopping(...)`: es → the class
-    bases: set[tuple[str, str]] = field(default_factory=set)  # (file, class) of other files its classes build on
+    bases: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # own class → (file, class) of other files it builds on
 
 
 _IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+\.*[\w.]*[ \t]+import|import[ \t])[^\n]*", re.MULTILINE)
@@ -211,15 +211,24 @@ def inheriting_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> 
     return out
 
 
-def subclassed_elsewhere(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
-    """For each file of the run, its classes that a class of another file builds on
-    (Config.project_bases): st-gcn's `IO.gpu()` wraps the model in DataParallel for the
-    subclass in recognition.py that trains it, so the base's code runs on every process
-    though its own file gets no Accelerator."""
+def subclassed_elsewhere(files: dict[str, FileIndex], among: set[str] | None = None) -> dict[str, tuple[str, ...]]:
+    """For each file of the run, its classes that a class of another file builds on,
+    directly or through other bases (Config.project_bases): st-gcn's `IO.gpu()` wraps the
+    model in DataParallel for REC_Processor (recognition.py), built on Processor
+    (processor.py), built on IO. The base's code runs on every process though its own file
+    gets no Accelerator. `among`: the files whose classes count (those the launcher runs)."""
+    todo = [b for path, f in files.items() if among is None or path in among for bs in f.bases.values() for b in bs]
+    seen: set[tuple[str, str]] = set()
+    while todo:
+        base = todo.pop()
+        if base in seen:
+            continue
+        seen.add(base)
+        owner = files.get(base[0])
+        todo.extend(owner.bases.get(base[1], ()) if owner is not None else ())
     out: dict[str, set[str]] = {}
-    for f in files.values():
-        for where, name in f.bases:
-            out.setdefault(where, set()).add(name)
+    for where, name in seen:
+        out.setdefault(where, set()).add(name)
     return {path: tuple(sorted(names)) for path, names in out.items()}
 
 
@@ -243,7 +252,7 @@ def _hold_subclasses(
             target = target and _defined_in(*target, run, root, trees)
             if target is None or target[0] == path or not _defines(trees.get(target[0]), target[1]):
                 continue
-            files[path].bases.add(target)
+            files[path].bases.setdefault(node.name, set()).add(target)
             if function is not None and function.is_class:
                 function.threadable = False
                 function.threaded_before = False

@@ -2446,3 +2446,79 @@ def test_code_other_files_call_reports_what_runs_on_every_process(tmp_path) -> N
     assert results["models.py"].after == factory
     handlers = [f for f in results["settings.py"].findings if f.code == "AM519"]
     assert [f.start.line for f in handlers] == [5], results["settings.py"].findings
+
+
+def test_a_base_of_a_base_of_the_trainer_is_code_the_run_calls(tmp_path) -> None:
+    """st-gcn: REC_Processor (recognition.py) trains, built on Processor (processor.py),
+    built on IO (io.py), whose `gpu()` wraps the model in DataParallel. Given io.py alone
+    (the pre-commit hook's case), the wrap is named: the files around it are read."""
+    io = textwrap.dedent('''\
+        import torch.nn as nn
+
+
+        class IO:
+            def __init__(self):
+                self.load_model()
+                self.gpu()
+
+            def gpu(self):
+                self.model = nn.DataParallel(self.model)
+    ''')
+    processor = "from .io import IO\n\n\nclass Processor(IO):\n    def start(self):\n        self.train()\n"
+    recognition = textwrap.dedent('''\
+        import torch
+
+        from .processor import Processor
+
+
+        class Recognition(Processor):
+            def load_model(self):
+                self.model = torch.nn.Linear(4, 1)
+                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+            def train(self):
+                for x in torch.randn(8, 2, 4):
+                    self.optimizer.zero_grad()
+                    self.model(x).sum().backward()
+                    self.optimizer.step()
+    ''')
+    main = "from processor.recognition import Recognition\n\nRecognition().start()\n"
+    root = _project(
+        tmp_path, **{"main.py": main, "processor/__init__.py": "", "processor/io.py": io,
+                     "processor/processor.py": processor, "processor/recognition.py": recognition},
+    )
+    alone = _cli(root, "processor/io.py", "--lint")
+    assert "processor/io.py:10:22: AM210" in alone.stdout, alone.stdout + alone.stderr
+
+
+def test_a_script_that_runs_a_backward_itself_is_part_of_the_launched_program(tmp_path) -> None:
+    """pix2pixHD's train.py takes its optimizers from the model (`model.module.optimizer_G`)
+    and builds none itself: it still runs under the launcher, so models.py's
+    `create_model()`, which it calls, is code the run calls, also when models.py is given
+    alone (before, only a file building an optimizer counted)."""
+    models = textwrap.dedent('''\
+        import torch
+
+
+        def create_model(gpus):
+            model = torch.nn.Linear(4, 1)
+            if gpus:
+                model = torch.nn.DataParallel(model, device_ids=gpus)
+            return model
+    ''')
+    helpers = "import torch\n\n\ndef make_optimizer(model):\n    return torch.optim.SGD(model.parameters(), lr=0.1)\n"
+    train = textwrap.dedent('''\
+        import torch
+        from helpers import make_optimizer
+        from models import create_model
+
+        model = create_model([0, 1])
+        optimizer = make_optimizer(model)
+        for x in torch.randn(8, 2, 4):
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "models.py": models, "helpers.py": helpers})
+    alone = _cli(root, "models.py", "--lint")
+    assert "models.py:7:17: AM210" in alone.stdout, alone.stdout + alone.stderr
