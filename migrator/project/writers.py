@@ -2,12 +2,15 @@
 (`utils.save_config(config)`, `utils.save_dict_to_json(metrics, path)`, a
 `save_checkpoint(state, ...)` that torch.saves what it is given and copies it to `best.pt`). Called by every
 process, N processes truncate and write one file at once; the caller can put such a call
-on the main process (AM517), since nothing it does is needed by the others."""
+on the main process (AM517), since nothing it does is needed by the others. A method of a
+class of the run that only writes (pix2pixHD's `Visualizer.print_current_errors`, appending
+to its log) is such a helper too, called on an instance (`visualizer.print_current_errors(...)`)."""
 
 from __future__ import annotations
 
 import ast
 
+from migrator.project.entries import instances_of
 from migrator.project.index import FileIndex
 
 # calls a helper may make and still do nothing but format and write its file
@@ -38,12 +41,55 @@ def writer_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict
                 position = only_writes(node)
                 if position is not None:
                     writers[(path, node.name)] = position
+    methods = _writing_methods(sources, files)
     out: dict[str, set[tuple[str, int]]] = {}
     for path, f in files.items():
         for call in f.calls:
             if call.target[0] != path and call.target in writers and not call.has_star:
                 out.setdefault(path, set()).add((call.spelling, writers[call.target]))
-    return {path: tuple(sorted(calls)) for path, calls in out.items()}
+        out.setdefault(path, set()).update(_method_calls(sources.get(path, b""), f, files, methods, path))
+    return {path: tuple(sorted(calls)) for path, calls in out.items() if calls}
+
+
+def _writing_methods(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[tuple[str, str, str], int]:
+    """(file, class, method) → the position (less `self`) of the path it opens, or -1, for
+    the methods of the run's classes that only write a file."""
+    out = {}
+    for path, f in files.items():
+        classes = [name for name, fn in f.functions.items() if fn.is_class]
+        if not classes:
+            continue
+        try:
+            tree = ast.parse(sources[path])
+        except (SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if not isinstance(node, ast.ClassDef) or node.name not in classes:
+                continue
+            for method in node.body:
+                if isinstance(method, ast.FunctionDef) and not method.name.startswith("__") and method.args.args:
+                    position = only_writes(method)
+                    if position is not None:
+                        out[(path, node.name, method.name)] = position - 1 if position > 0 else -1
+    return out
+
+
+def _method_calls(source: bytes, f: FileIndex, files: dict[str, FileIndex], methods: dict, path: str) -> set[tuple[str, int]]:
+    """`visualizer.print_current_errors(...)` on `visualizer = Visualizer(opt)` of another file."""
+    if not methods:
+        return set()
+    instances = {name: target for name, target in instances_of(source, f, files).items() if target[0] != path}
+    if not instances:
+        return set()
+    tree = ast.parse(source)
+    found = set()
+    for node in ast.walk(tree):
+        func = node.func if isinstance(node, ast.Call) else None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in instances:
+            position = methods.get((*instances[func.value.id], func.attr))
+            if position is not None:
+                found.add((f"{func.value.id}.{func.attr}", position))
+    return found
 
 
 def only_writes(function: ast.FunctionDef) -> int | None:

@@ -2522,3 +2522,48 @@ def test_a_script_that_runs_a_backward_itself_is_part_of_the_launched_program(tm
     root = _project(tmp_path, **{"train.py": train, "models.py": models, "helpers.py": helpers})
     alone = _cli(root, "models.py", "--lint")
     assert "models.py:7:17: AM210" in alone.stdout, alone.stdout + alone.stderr
+
+
+def test_a_method_that_only_writes_is_put_on_the_main_process(tmp_path) -> None:
+    """pix2pixHD's `visualizer.print_current_errors(...)` (util/visualizer.py) appends to
+    the run's log file and does nothing else: called on every process, N processes append
+    each line (reader R4, nineteenth session). A method that also keeps state is not."""
+    visual = textwrap.dedent('''\
+        class Visualizer:
+            def __init__(self, name):
+                self.log_name = name + ".log"
+                self.seen = 0
+
+            def print_errors(self, epoch, errors):
+                message = "(epoch: %d) " % epoch
+                for k, v in errors.items():
+                    message += "%s: %.3f " % (k, v)
+                with open(self.log_name, "a") as log_file:
+                    log_file.write(message + "\\n")
+
+            def count(self, errors):
+                self.seen += 1
+                with open(self.log_name, "a") as log_file:
+                    log_file.write(str(self.seen))
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from visual import Visualizer
+
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=2)
+        visualizer = Visualizer("run")
+        for epoch in range(2):
+            for x in loader:
+                optimizer.zero_grad()
+                loss = model(x).sum()
+                loss.backward()
+                optimizer.step()
+            visualizer.print_errors(epoch, {"loss": loss.item()})
+            visualizer.count({"loss": loss.item()})
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "visual.py": visual})
+    result = _results([root])["train.py"]
+    assert "    if accelerator.is_main_process:\n        visualizer.print_errors(epoch" in result.after, result.after
+    assert "\n    visualizer.count(" in result.after and "visualizer.count" not in str([f.message for f in result.findings])
