@@ -406,10 +406,17 @@ def _not_silent(
 ) -> EngineOutcome:
     """A file that trains by hand, or drives the training of another file of the run
     (`drives`: Config.project_drives), and got no edit and no finding is reported (AM916);
-    `called`: its names other files of the run call (its set-up is there, not missing)."""
+    `called`: its names other files of the run call (its set-up is there, not missing).
+    Findings on code other files call (a wrap, a device: RUN_CALLS_IT) do not name a
+    set-up the file builds itself: a wrap it builds an optimizer for is still named."""
+    from migrator.analysis.reach import RUN_CALLS_IT
+    from migrator.verify.silence import driven_training, silent_training, wrapped_for_training
+
     if outcome.findings:
-        return outcome
-    from migrator.verify.silence import driven_training, silent_training
+        if not all(RUN_CALLS_IT in f.message for f in outcome.findings):
+            return outcome
+        found = tuple(_refusal(path, p) for p in wrapped_for_training(source, reported=True))
+        return replace(outcome, findings=outcome.findings + found) if found else outcome
 
     trains_here = "backward" in source or "step(" in source or "clip_grad" in source or "DataParallel" in source
     problems = silent_training(source, called) if trains_here else []

@@ -9,14 +9,14 @@ import libcst as cst
 from migrator.analysis.device_choice import DeviceChoice, superseded
 from migrator.analysis.device_strings import string_uses, string_valued
 from migrator.analysis.options import option_status, with_option
-from migrator.analysis.reach import builds_an_optimizer, run_by_other_files
+from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
 from migrator.cst import removal_node
 from migrator.edits import Edit, remove, replace
 from migrator.rule import Example, FixAvailability, Rule
 
 
 _ELSEWHERE = (
-    " (left as written: other files of the run call this code on every process, and this file gets no "
+    f" ({RUN_CALLS_IT}, and this file gets no "
     "Accelerator, so every process would take this one device; hand the Accelerator's device in)"
 )
 
@@ -114,8 +114,6 @@ class HardCodedDevice(Rule):
         in another file that trains: in a file given no Accelerator, a device picked in
         code the run calls on every process puts every process on that one GPU."""
         analysis, names = self.analysis, self.ctx.config.run_callers
-        if builds_an_optimizer(analysis):
-            return
         for var in analysis.device_variables:
             statement = analysis.statement_of(var.binding.target)
             # `"cuda:0"`, `"cuda:{}".format(args.gpu)`: one GPU for all (a bare `"cuda"` is the device the

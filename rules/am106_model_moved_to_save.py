@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis.names import dotted_name
-from migrator.analysis.reach import run_by_other_files
+from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
 from migrator.analysis.save_moves import SaveMove, save_moves
 from migrator.edits import Edit, remove, replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -112,7 +112,7 @@ class ModelMovedToSave(Rule):
 
 
 _ELSEWHERE = (
-    " (left as written: other files of the run call this code on every process; a model they prepared would be "
+    f" ({RUN_CALLS_IT}; a model they prepared would be "
     "moved off its device mid-training"
 )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.analysis.reach import builds_an_optimizer, run_by_other_files
+from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -84,8 +84,6 @@ class DataParallelWrapper(Rule):
         process would spread its batch over every GPU it sees, and the model prepared by
         the run would be wrapped twice."""
         names = self.ctx.config.run_callers
-        if builds_an_optimizer(self.analysis):
-            return
         for wrap in wraps:
             if run_by_other_files(self.analysis, wrap.call, names):
                 batch = _SPLIT_BATCH if wrap.kind == "DataParallel" else ""
@@ -93,7 +91,7 @@ class DataParallelWrapper(Rule):
 
 
 _ELSEWHERE = (
-    " (left as written: other files of the run call this code on every process, and this file gets no "
+    f" ({RUN_CALLS_IT}, and this file gets no "
     "Accelerator; remove the wrap, and prepare the model where the run prepares it"
 )
 # AM917's note, for the file that holds the wrap: the run's own files may not show it

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
-from migrator.analysis.reach import run_by_other_files
+from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
 from migrator.cst import wrap_statements
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -19,8 +19,9 @@ _LOG_FILES = {
 }
 
 _ELSEWHERE = (
-    " (left as written: other files of the run call this code on every process, and this file gets no "
-    "Accelerator)"
+    f" ({RUN_CALLS_IT}, and this file gets no "
+    "Accelerator, which may not exist yet when it runs: open the file on one process only (for example when "
+    "`int(os.environ.get('RANK', 0)) == 0`), or give each process its own)"
 )
 
 

@@ -39,7 +39,9 @@ class MigrationDoubleBackward(Rule):
     model (one module returning a generator's and a discriminator's loss, each stepped by
     its own optimizer): DistributedDataParallel synchronises the gradients of the first
     backward after a forward only; those of the second stay per process, with no error.
-    Add the losses into one backward, or run a forward for each.
+    Run a forward for each backward. Adding the losses into one backward is offered only
+    when no gradients are cleared between the two: a generator's loss that reaches the
+    discriminator leaves it gradients the script threw away with `opt_D.zero_grad()`.
     """
 
     code = "AM959"

@@ -327,15 +327,21 @@ class ProcessBranches:
         return current
 
     def callers(self, function: cst.FunctionDef) -> list[cst.Call]:
-        """Calls of `function` in this file (`f(...)`, or `self.f(...)` for a method)."""
+        """Calls of `function` in this file (`f(...)`, or `self.f(...)` for a method, or
+        `Train()` for `Train.__init__`: pointer_summarizer's constructor making its folder,
+        reader R3, twentieth session)."""
         name = function.name.value
-        method = id(function) in self._facts.method_of
+        owner = self._facts.method_of.get(id(function))
+        method = owner is not None
+        built = owner.name.value if method and name == "__init__" else None
         out = []
         for c in self._facts.calls:
             func = c.node.func
             if not method and isinstance(func, cst.Name) and func.value == name:
                 out.append(c.node)
             elif method and c.func is not None and c.func in {f"self.{name}", f"cls.{name}"}:
+                out.append(c.node)
+            elif built is not None and isinstance(func, cst.Name) and func.value == built:
                 out.append(c.node)
         return out
 

@@ -246,6 +246,10 @@ def called_by_other_files(analysis: "ScriptAnalysis", function: cst.FunctionDef,
     return f"{cls}.{name}" in names or (name == "__init__" and cls in names) or f"{cls}.*" in names
 
 
+# how the findings on code other files call, in a file given no Accelerator, begin their note
+RUN_CALLS_IT = "left as written: other files of the run call this code on every process"
+
+
 def run_by_other_files(analysis: "ScriptAnalysis", node: cst.CSTNode, names: frozenset[str]) -> bool:
     """`node` sits in a function other files of the run call (`called_by_other_files`), or
     in one this file calls from such a function (st-gcn's `IO.gpu()`, called by
@@ -265,20 +269,4 @@ def run_by_other_files(analysis: "ScriptAnalysis", node: cst.CSTNode, names: fro
         if called_by_other_files(analysis, function, names):
             return True
         todo.extend(f for call in branches.callers(function) if (f := branches.function_of(call)) is not None)
-    return False
-
-
-def builds_an_optimizer(analysis: "ScriptAnalysis") -> bool:
-    """The file builds an optimizer (`torch.optim.SGD(...)`, `make_optimizer(...)`, a
-    factory handed `torch.optim`): a wrap or a device there belongs to a set-up the
-    silence net names whole (AM916, verify/silence.py), not to a helper of the run's."""
-    from migrator.analysis.names import dotted_name
-
-    imports = analysis.imports
-    for fact in analysis.facts.calls:
-        called = fact.qualified or dotted_name(fact.node.func) or ""
-        if called.startswith("torch.optim") or "optim" in called.rpartition(".")[2].lower():
-            return True
-        if any((imports.qualify(a.value) or "").startswith("torch.optim") for a in fact.node.args):
-            return True
     return False

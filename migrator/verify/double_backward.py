@@ -83,13 +83,16 @@ def _backwards_of_one_forward(pair: Pair, models: set[str]) -> Iterator[Problem]
         if found is None:
             continue
         first, second, forward = found
+        # gradients cleared between the two (`opt_D.zero_grad()`): the first loss's share of what the
+        # second steps is thrown away (a GAN's generator loss reaching the discriminator), so one sum would differ
+        cleared = any(last(call_name(c)) == "zero_grad" and first.lineno < c.lineno < second.lineno for c in program.calls)
+        remedy = "run a forward for each backward" if cleared else "add the losses into one backward, or run a forward for each"
         yield pair.at_after(
             CODE, second,
             f"left as written: this backward and the one on line {pair.original_line(first.lineno)} both go through "
             f"one forward of the prepared `{call_name(forward)}` (line {pair.original_line(forward.lineno)}); "
             "DistributedDataParallel synchronises the gradients of the first backward after a forward only, so these "
-            "stay per process and the copies drift apart with no error; add the losses into one backward, or run a "
-            "forward for each",
+            f"stay per process and the copies drift apart with no error; {remedy}",
         )
 
 

@@ -38,21 +38,31 @@ def silent_training(text: str, called: frozenset[str] = frozenset()) -> list[Pro
 _WRAPS = ("DataParallel", "DistributedDataParallel", "DataParallelWithCallback")
 
 
-def _wrapped_for_training(program: Program, text: str) -> Iterator[Problem]:
+def wrapped_for_training(text: str, reported: bool = False) -> list[Problem]:
+    """`_wrapped_for_training` of a file that got findings on code other files call only
+    (`reported`: its wording does not say nothing was reported)."""
+    program = Program.parse(text)
+    if program is None or program.prepares or _has_accelerator(program):
+        return []
+    return list(_wrapped_for_training(program, text, reported))
+
+
+def _wrapped_for_training(program: Program, text: str, reported: bool = False) -> Iterator[Problem]:
     """yassouali's BaseTrainer: `__init__` wraps the model in DataParallel and builds its
     optimizer through a factory (`get_instance(torch.optim, ...)`), the subclass in another
     file runs the backward. Nothing here calls backward, and no set-up is readable: the
     wrap, in a file that builds an optimizer, is named (once)."""
     if "optim" not in text:
         return
+    nothing = "nothing here was migrated" if reported else "nothing here was migrated or reported"
     for call in program.calls:
         if last(call_name(call)) in _WRAPS:
             yield Problem(
                 CODE, call.lineno, call.col_offset + 1,
-                f"`{call_name(call)}(...)` wraps a model this file builds an optimizer for, but nothing here was "
-                "migrated or reported: its set-up could not be read whole (an optimizer or loaders from a factory, "
-                "or the training loop in another file); migrate it by hand, preparing the model, its optimizer and "
-                "its loaders together in place of the wrap",
+                f"`{call_name(call)}(...)` wraps a model this file builds an optimizer for, but {nothing}: its "
+                "set-up could not be read whole (an optimizer or loaders from a factory, or the training loop in "
+                "another file); migrate it by hand, preparing the model, its optimizer and its loaders together in "
+                "place of the wrap",
             )
             return
 

@@ -50,3 +50,34 @@ def test_a_tree_cleared_and_copied_again_is_the_main_process_s() -> None:
     result = migrate_source(code.encode(), "train.py", Config())
     assert "    if accelerator.is_main_process:\n        shutil.rmtree(out)\n" in result.after, result.after
     assert 'if accelerator.is_main_process:\n    shutil.copytree("models", out)\n' in result.after
+
+
+def test_a_folder_made_in_a_constructor_the_file_calls_is_named() -> None:
+    """pointer_summarizer's `Train.__init__` makes `train_%d` with `os.mkdir` under an
+    exists-check; `Train()` under `__main__` is its caller, so it runs on every process
+    (reader R3, twentieth session: it was taken for a function nothing calls)."""
+    source = textwrap.dedent('''\
+        import os
+
+        import torch
+
+
+        class Train:
+            def __init__(self, folder):
+                if not os.path.exists(folder):
+                    os.mkdir(folder)
+                self.model = torch.nn.Linear(2, 1)
+                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+            def run(self):
+                for step in range(3):
+                    self.optimizer.zero_grad()
+                    self.model(torch.ones(4, 2)).sum().backward()
+                    self.optimizer.step()
+
+
+        if __name__ == "__main__":
+            Train("runs").run()
+    ''')
+    result = migrate_source(source, "train.py", Config())
+    assert [f.start.line for f in result.findings if f.code == "AM518"] == [9], result.findings

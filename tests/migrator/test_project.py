@@ -2567,3 +2567,37 @@ def test_a_method_that_only_writes_is_put_on_the_main_process(tmp_path) -> None:
     result = _results([root])["train.py"]
     assert "    if accelerator.is_main_process:\n        visualizer.print_errors(epoch" in result.after, result.after
     assert "\n    visualizer.count(" in result.after and "visualizer.count" not in str([f.message for f in result.findings])
+
+
+def test_a_base_trainer_building_an_optimizer_keeps_its_line_findings_and_the_whole_set_up_one(tmp_path) -> None:
+    """yassouali's BaseTrainer wraps the model, picks "cuda:0" and builds the optimizer
+    through a factory; the subclass in trainer.py trains. Its wrap and its device are named
+    line by line, and the set-up it cannot read whole is still named (AM916): a finding on
+    code other files call does not silence that net (reader R2, twentieth session)."""
+    base = textwrap.dedent('''\
+        import torch
+
+
+        class BaseTrainer:
+            def __init__(self, model):
+                self.device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+                self.model = torch.nn.DataParallel(model)
+                self.optimizer = getattr(torch.optim, "SGD")(self.model.parameters(), lr=0.1)
+    ''')
+    trainer = textwrap.dedent('''\
+        import torch
+
+        from base import BaseTrainer
+
+
+        class Trainer(BaseTrainer):
+            def train(self, loader):
+                for x in loader:
+                    self.optimizer.zero_grad()
+                    self.model(x.to(self.device)).sum().backward()
+                    self.optimizer.step()
+    ''')
+    main = "import torch\nfrom trainer import Trainer\n\nTrainer(torch.nn.Linear(4, 1)).train(torch.randn(8, 2, 4))\n"
+    root = _project(tmp_path, **{"main.py": main, "trainer.py": trainer, "base.py": base})
+    found = sorted((f.code, f.start.line) for f in _results([root])["base.py"].findings)
+    assert found == [("AM102", 6), ("AM210", 7), ("AM916", 7)], found

@@ -990,8 +990,9 @@ _TWO_LOSSES = """
 """
 
 
-def _two_losses(between: str = "pass", second: str = "losses[1]") -> list[str]:
+def _two_losses(between: str = "pass", second: str = "losses[1]", cleared: bool = True) -> list[str]:
     after = _TWO_LOSSES.replace("BETWEEN", between).replace("SECOND", second)
+    after = after if cleared else after.replace("opt_b.zero_grad()", "pass")
     return [p.message for p in verify("import torch\n", textwrap.dedent(after)) if p.code == "AM959"]
 
 
@@ -1000,7 +1001,12 @@ def test_two_backwards_of_one_forward_of_a_prepared_model_are_not_written() -> N
     stepped by its own optimizer. DDP synchronises the first backward after a forward only:
     on 2 gloo processes the second one's gradients differed across ranks."""
     found = _two_losses()
-    assert len(found) == 1 and "the prepared `model`" in found[0] and "add the losses into one backward" in found[0]
+    assert len(found) == 1 and "the prepared `model`" in found[0], found
+    # `opt_b.zero_grad()` between: the first loss's gradient in what opt_b steps is thrown away
+    # (a generator loss through the discriminator), so one summed backward would train differently
+    assert "run a forward for each backward" in found[0] and "add the losses" not in found[0]
+    summed = _two_losses(cleared=False)
+    assert len(summed) == 1 and "add the losses into one backward" in summed[0], summed
     # a fresh forward for the second loss: each backward has its own
     assert not _two_losses("losses = model(x)")
     # what is detached carries no gradient back to the model
