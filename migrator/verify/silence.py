@@ -13,7 +13,7 @@ import os
 from typing import Iterator
 
 from migrator.verify.pair import Problem
-from migrator.verify.program import Program, call_name, dotted, last
+from migrator.verify.program import Program, call_name, dotted, iterated, last
 
 CODE = "AM916"
 _LIMIT = 3  # places named per file: enough to find them, not a wall of text
@@ -87,13 +87,31 @@ def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str, bool
         # `get_model()`: a factory returning one of several classes that train (project/drives.py)
         whose = f"the model `{name}` returns" if name.endswith("()") else f"`{name}`"
         findings_of = f"the classes `{name}` returns" if name.endswith("()") else where
+        loader = _drawn_from(program, line)
+        batches = f"; the loop here draws its batches from `{loader}`: prepare it with them" if loader else ""
         out.append(Problem(
             CODE, line, col,
             f"`{spelling}(...)` runs the training of {whose} ({where}), which needs the Accelerator, "
             f"but nothing here was migrated or reported: the two are migrated together or not at all (the findings of "
-            f"{findings_of}{together} say what stands in the way)",
+            f"{findings_of}{together} say what stands in the way){batches}",
         ))
     return out[:_LIMIT]
+
+
+def _drawn_from(program: Program, line: int) -> str | None:
+    """What the innermost `for` around the call on `line` iterates, when it is a loader
+    this file builds (Attention-Gated-Networks' `for ... in tqdm(enumerate(train_loader, 1))`,
+    calling `model.optimize_parameters()`): the script's share of the migration (reader R1,
+    twentieth session)."""
+    loops = [
+        n for n in ast.walk(program.tree)
+        if isinstance(n, (ast.For, ast.AsyncFor)) and n.lineno <= line <= (n.end_lineno or n.lineno)
+    ]
+    if not loops:
+        return None
+    loop = max(loops, key=lambda n: n.lineno)
+    name = iterated(loop.iter)
+    return name if name is not None and program.is_loader(name) else None
 
 
 def _from_common_folder(file: str, path: str) -> str:
