@@ -118,8 +118,12 @@ def _record(error: BaseException, tb: TracebackType | None, message: str | None 
             },
         }
     }
-    with open(path, "w") as handle:
+    # written whole or not at all: a worker stopped while writing (the others' SIGTERM when one
+    # rank fails) left an empty file torchrun could not parse (JSONDecodeError in accel-launch)
+    partial = f"{path}.{os.getpid()}.partial"
+    with open(partial, "w") as handle:
         json.dump(data, handle)
+    os.replace(partial, path)
 
 
 if __name__ == "__main__":

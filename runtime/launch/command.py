@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import json
 import os
 import signal
 import socket
@@ -201,6 +202,10 @@ def run(config: LaunchConfig) -> int:
             sig = getattr(stop, "sigval", signal.SIGINT)
             print(f"accel-launch: stopped by {signal.Signals(sig).name}; all processes were shut down", file=sys.stderr)
             return 128 + int(sig)
+        except json.JSONDecodeError as error:  # torchrun could not parse a worker's error file
+            print(f"accel-launch: a worker failed and its error report could not be read ({error}); "
+                  "its own output above says why", file=sys.stderr)
+            return 1
         except (RendezvousError, DistError, TimeoutError) as error:
             where = f"{config.master_addr}:{config.master_port}"
             print(f"accel-launch: the job could not start (rendezvous at {where}): {error}", file=sys.stderr)

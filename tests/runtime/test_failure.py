@@ -50,3 +50,29 @@ def test_an_exit_code_without_a_traceback_is_reported_as_such():
 
 def test_no_failures_still_gives_a_message():
     assert describe_failure({}).exit_code == 1
+
+
+def test_a_worker_s_error_file_is_replaced_whole(tmp_path, monkeypatch):
+    """The error file torchrun parses is written aside and moved into place: a worker stopped
+    while writing it (the others are sent SIGTERM when one rank fails) left an empty file
+    once, and accel-launch died on torchrun's JSONDecodeError instead of naming the rank.
+    An earlier report in place is replaced, never truncated first."""
+    import json
+
+    from runtime.launch import child
+    from runtime.process import ENV_ERROR_FILE
+
+    path = tmp_path / "error.json"
+    path.write_text('{"message": {"message": "earlier"}}')
+    monkeypatch.setenv(ENV_ERROR_FILE, str(path))
+    writes = []
+    real_open = open
+
+    def watching(name, mode="r", *args, **kwargs):
+        writes.append((str(name), mode))
+        return real_open(name, mode, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", watching)
+    child._record(RuntimeError("boom"), None)
+    assert json.loads(path.read_text())["message"]["message"] == "RuntimeError: boom"
+    assert (str(path), "w") not in writes and [p for p in tmp_path.iterdir()] == [path]
