@@ -172,6 +172,12 @@ def instances_of(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> di
 def _instance_methods(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> set[tuple[tuple[str, str], str]]:
     """The methods this file calls on instances of the run's classes (`solver = Solver(...)`,
     `trainer = Trainer(model).cuda()`, then `solver.train()`): ((path, class), method)."""
+    return {(target, method) for _, target, method in instance_method_calls(source, f, files)}
+
+
+def instance_method_calls(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> set[tuple[str, tuple[str, str], str]]:
+    """Each `name.method(...)` this file calls on an instance of the run's classes:
+    (name, (path, class), method)."""
     instances = instances_of(source, f, files)
     if not instances:
         return set()
@@ -180,7 +186,7 @@ def _instance_methods(source: bytes, f: FileIndex, files: dict[str, FileIndex]) 
     for node in ast.walk(tree):
         func = node.func if isinstance(node, ast.Call) else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in instances:
-            found.add((instances[func.value.id], func.attr))
+            found.add((func.value.id, instances[func.value.id], func.attr))
     return found
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.project.entries import instances_of
+from migrator.project.entries import instance_method_calls
 from migrator.project.index import FileIndex
 
 # calls a helper may make and still do nothing but format and write its file
@@ -78,18 +78,10 @@ def _method_calls(source: bytes, f: FileIndex, files: dict[str, FileIndex], meth
     """`visualizer.print_current_errors(...)` on `visualizer = Visualizer(opt)` of another file."""
     if not methods:
         return set()
-    instances = {name: target for name, target in instances_of(source, f, files).items() if target[0] != path}
-    if not instances:
-        return set()
-    tree = ast.parse(source)
-    found = set()
-    for node in ast.walk(tree):
-        func = node.func if isinstance(node, ast.Call) else None
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in instances:
-            position = methods.get((*instances[func.value.id], func.attr))
-            if position is not None:
-                found.add((f"{func.value.id}.{func.attr}", position))
-    return found
+    return {
+        (f"{name}.{method}", methods[(*target, method)]) for name, target, method in instance_method_calls(source, f, files)
+        if target[0] != path and (*target, method) in methods
+    }
 
 
 def only_writes(function: ast.FunctionDef) -> int | None:
