@@ -175,8 +175,15 @@ def index(sources: dict[str, str]) -> dict[str, FileIndex]:
     for path, tree in trees.items():
         out[path].functions = _functions(tree)
     for path, tree in trees.items():
-        _hold_subclasses(path, tree, out, run, root, trees)
-        _note_factories(path, tree, out, run, root, trees)
+        has_bases = any(isinstance(n, ast.ClassDef) and n.bases for n in tree.body)
+        factories = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in out[path].functions]
+        if not has_bases and not factories:
+            continue
+        imported = _imported(path, tree, run, root, trees)  # read once for both
+        if has_bases:
+            _hold_subclasses(path, tree, out, imported, run, root, trees)
+        if factories:
+            _note_factories(path, tree, factories, out, imported, run, root, trees)
     return out
 
 
@@ -233,16 +240,16 @@ def subclassed_elsewhere(files: dict[str, FileIndex], among: set[str] | None = N
 
 
 def _hold_subclasses(
-    path: str, tree: ast.Module, files: dict[str, FileIndex], run: dict[str, str], root: str, trees: dict[str, ast.Module],
+    path: str, tree: ast.Module, files: dict[str, FileIndex], imported: tuple[dict, dict], run: dict[str, str], root: str,
+    trees: dict[str, ast.Module],
 ) -> None:
     """A class built on a class of another file of the project (`class Trainer(BaseTrainer)`,
     base/base_trainer.py holding the epoch loop and the checkpoints) is not threaded: the
     migration of its own file cannot see what it inherits, so its methods would get the
     Accelerator while the inherited loop saves and logs on every process. Every class's
-    bases of other files are kept (FileIndex.bases): their code runs where it trains."""
-    if not any(isinstance(n, ast.ClassDef) and n.bases for n in tree.body):
-        return
-    modules, functions = _imported(path, tree, run, root, trees)
+    bases of other files are kept (FileIndex.bases): their code runs where it trains.
+    `imported`: what the file's module-level imports bind (`_imported`)."""
+    modules, functions = imported
     for node in tree.body:
         if not isinstance(node, ast.ClassDef):
             continue
@@ -261,17 +268,16 @@ def _hold_subclasses(
 
 
 def _note_factories(
-    path: str, tree: ast.Module, files: dict[str, FileIndex], run: dict[str, str], root: str, trees: dict[str, ast.Module],
+    path: str, tree: ast.Module, factories: list[ast.FunctionDef], files: dict[str, FileIndex], imported: tuple[dict, dict],
+    run: dict[str, str], root: str, trees: dict[str, ast.Module],
 ) -> None:
     """Attention-Gated-Networks' `get_model(opts)` imports the class it builds inside the
     function (`from .feedforward_seg_model import FeedForwardSegmentation`) and returns an
     instance of it; pix2pixHD's `create_model(opt)` picks one of three. Function.makes
     keeps those classes, so a file calling `model = get_model(...)`, then
-    `model.optimize_parameters()`, is known to drive their training (project/drives.py)."""
-    factories = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in files[path].functions]
-    if not factories:
-        return
-    modules, functions = _imported(path, tree, run, root, trees)
+    `model.optimize_parameters()`, is known to drive their training (project/drives.py).
+    `factories`: its top-level functions the index keeps; `imported` as for _hold_subclasses."""
+    modules, functions = imported
     extended = _extends_path(path, tree, run, root, trees)
     for node in factories:
         local = dict(functions)
