@@ -189,7 +189,9 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     roles of what it hands to another file's functions (project/param_roles.py:
     `project_roles`), and its calls of another file's functions that download a data set
     (project/downloads.py: `project_downloads`), and its calls of another file's functions
-    that only write a file (project/writers.py: `project_writers`), and its calls of another
+    that only write a file (project/writers.py: `project_writers`), and its calls of the
+    helpers of files the run only reads that create a folder every process may race for
+    (project/dir_makers.py: `project_dir_makers`), and its calls of another
     file's classes that keep a TensorBoard writer (project/loggers.py: `project_loggers`), and its
     calls of another file's functions that silence print off the main process
     (project/print_silencers.py: `project_print_silencers`), and its calls of the run's
@@ -211,7 +213,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_loggers": (b"Writer(",), "project_inherits": (b"class ",), "project_bases": (b"class ",), "project_print_silencers": (b".print",),
         "project_evaluations": (b"import",), "project_placing": (b"import",), "project_loaders": (b"DataLoader",), "project_drives": (b"import",),
         "project_iterators": (b"__next__", b"__iter__"), "project_module_readers": (b".module",),
-        "project_sharded_loaders": (b"DistributedSampler",),
+        "project_sharded_loaders": (b"DistributedSampler",), "project_dir_makers": (b"mkdir", b"makedirs"),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:
@@ -246,11 +248,13 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     # never makes a helper of the run the place of a new Accelerator
     own = {p: replace(f, calls=[]) if p in read_only else f for p, f in files.items()}
     views = {"project_called": callers, "project_bases": callers, "project_entered": own, "project_enters": own}
-    found = {f: readers[f](sources, views.get(f, files)) for f in wanted if f != "project_roles"}
+    found = {f: readers[f](sources, views.get(f, files)) for f in wanted if f not in ("project_roles", "project_dir_makers")}
     if "project_drives" in found:  # whether the driven file is one the run writes, or one it only reads
         found["project_drives"] = {
             path: tuple((*d, d[3] not in read_only) for d in drives) for path, drives in found["project_drives"].items()
         }
+    if "project_dir_makers" in wanted:  # helpers of files the run only reads
+        found["project_dir_makers"] = project.dir_maker_calls(sources, files, read_only)
     if "project_roles" in wanted:
         found["project_roles"] = project.role_calls(sources, files, read_only)
         found["project_members"] = project.member_calls(files, read_only)

@@ -6,9 +6,15 @@ import libcst as cst
 
 from migrator.analysis.saving import Save, barrier_anchor, optimizers_in, paired_loads, saves
 from migrator.analysis.walk import descendants
-from migrator.analysis.reach import CALLERS_STUB
+from migrator.analysis.reach import CALLERS_STUB, RUN_CALLS_IT, run_by_other_files
 from migrator.edits import Edit, Fix, insert_after, insert_before, replace
 from migrator.rule import Example, FixAvailability, Rule
+
+
+_ELSEWHERE = (
+    f" ({RUN_CALLS_IT}, and this file gets no Accelerator, which may not exist yet when it runs: "
+    "save on one process only, at the call or here (for example when `int(os.environ.get('RANK', 0)) == 0`))"
+)
 
 
 class TorchSaveCheckpoint(Rule):
@@ -64,6 +70,10 @@ class TorchSaveCheckpoint(Rule):
     A save that cannot reach the Accelerator is reported, not changed. Objects other
     than models are saved as they are (optimizer and scheduler state dicts need no
     unwrapping).
+
+    In a file that gets no Accelerator but whose code other files of the run call on every
+    process (a base class's `save_network`, a checkpoint method of a class the launched
+    script drives), the save is reported and left as written.
     """
 
     code = "AM510"
@@ -93,6 +103,9 @@ class TorchSaveCheckpoint(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
+        if not analysis.migrating and self.ctx.config.run_callers:
+            self._in_code_run_elsewhere()
+            return
         if analysis.patterns is None or not analysis.migrating:
             return
         found = []
@@ -125,6 +138,19 @@ class TorchSaveCheckpoint(Rule):
             fix = Fix(tuple(edits))
             for save, _ in group:
                 self.report(save.call, edits=fix, wrapped=_wrapped(save), audience=self._audience(save), note=self._clock(save))
+
+    def _in_code_run_elsewhere(self) -> None:
+        """A file given no Accelerator whose code other files of the run call on every
+        process (pix2pixHD's `BaseModel.save_network`, a `save_checkpoint` of a trainer's
+        base class): each process writes the file. Named, left as written."""
+        analysis = self.analysis
+        branches = analysis.branches
+        for save in saves(analysis):
+            call = save.call
+            if branches.branch_of(call) is not None or branches.runs_only_on_main(call):
+                continue
+            if run_by_other_files(analysis, call, self.ctx.config.run_callers):
+                self.report(call, wrapped="", audience="writes from every process", note=_ELSEWHERE)
 
     def _audience(self, save: Save) -> str:
         """Under a main-process guard the save already runs once: what is left is the wrap."""

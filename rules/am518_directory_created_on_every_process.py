@@ -28,7 +28,10 @@ class DirectoryCreatedOnEveryProcess(Rule):
     `if not os.path.exists(path):` (or `os.path.isdir`, also as one of the terms of an
     `and`), turns `os.mkdir(path)` under such a test into
     `os.makedirs(path, exist_ok=True)`, and reports an `os.makedirs` or `os.mkdir` that
-    would fail when the directory exists.
+    would fail when the directory exists. A call of a helper of a file the run only reads
+    (the pre-commit hook's neighbours, a package left out of the run) that creates a folder
+    that way (`create_dirs([...])`, a class whose `__init__` calls one) is reported where
+    this file calls it, with where the creation is.
 
     ## Why is this bad?
     Under `accel-launch` every process runs the script. All of them can find the
@@ -91,8 +94,9 @@ class DirectoryCreatedOnEveryProcess(Rule):
         # a file that starts a class of the run creating the Accelerator itself runs on
         # every process too (StarGAN's main.py making the Solver's folders)
         entering = bool(config.project_enters) and not analysis.accelerator_names
-        if not analysis.migrating and not config.project_called and not entering:
+        if not analysis.migrating and not config.run_callers and not entering:
             return
+        self._helpers_called(dict(config.project_dir_makers))
         for fact in analysis.facts.calls:
             qualified = fact.qualified or ""
             if _path_mkdir(fact.node, qualified):
@@ -121,6 +125,29 @@ class DirectoryCreatedOnEveryProcess(Rule):
             else:
                 fix = "pass `exist_ok=True`" if qualified == "os.makedirs" else "use `os.makedirs(..., exist_ok=True)`"
                 self.report(call, note=f" (left as written: {fix} if an existing directory is fine)", **fields)
+
+    def _helpers_called(self, makers: dict[str, str]) -> None:
+        """`create_dirs([...])` of a file the run only reads, whose `os.makedirs` has no
+        `exist_ok`: named at the call, which this file runs on every process."""
+        if not makers:
+            return
+        for fact in self.analysis.facts.calls:
+            call = fact.node
+            where = makers.get(dotted_name(call.func) or "")
+            if where is None or self._skipped(call):
+                continue
+            first = call.args[0].value if call.args and call.args[0].keyword is None else None
+            text = cst.Module([]).code_for_node(first).strip() if first is not None else ""
+            if any(word in text for word in ("rank", "process_index")):
+                continue
+            if isinstance(first, (cst.List, cst.Tuple)) and first.elements and len(text) > 40:
+                text = cst.Module([]).code_for_node(first.elements[0].value).strip()  # the first of several
+            shown = text if text and len(text) <= 40 else "it"
+            note = (
+                f" (left as written: {where} has no `exist_ok=True`, in a file this run only reads; pass it "
+                "there, or make this call on one process before the others)"
+            )
+            self.report(call, note=note, call=f"{dotted_name(call.func)}()", path=shown)
 
     def _cleared_first(self, call: cst.Call, path: str) -> bool:
         """`shutil.rmtree(path)` above, in the same function: a fresh folder each run

@@ -38,6 +38,7 @@ two are migrated together, whole or not at all:
 """
 
 
+from migrator.project.dir_makers import dir_maker_calls
 from migrator.project.dist_helpers import distribution_calls
 from migrator.project.downloads import download_calls
 from migrator.project.drives import driving_calls
@@ -58,5 +59,5 @@ from migrator.project.writers import writer_calls
 
 __all__ = [
     "Call", "FileIndex", "Function", "Outcome", "SEPARATOR", "STUB",
-    "called_elsewhere", "candidates", "decide", "distribution_calls", "download_calls", "driving_calls", "entered_calls", "evaluation_calls", "entering_calls", "evaluations_left_whole", "index", "inheriting_calls", "iterator_params", "launched", "linked", "loader_calls", "logger_calls", "member_calls", "meter_calls", "module_reader_calls", "placing_calls", "print_silencer_calls", "refused_trainers", "role_calls", "sharded_loader_calls", "state_calls", "subclassed_elsewhere", "unused_models", "with_reasons", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls",
+    "called_elsewhere", "candidates", "decide", "dir_maker_calls", "distribution_calls", "download_calls", "driving_calls", "entered_calls", "evaluation_calls", "entering_calls", "evaluations_left_whole", "index", "inheriting_calls", "iterator_params", "launched", "linked", "loader_calls", "logger_calls", "member_calls", "meter_calls", "module_reader_calls", "placing_calls", "print_silencer_calls", "refused_trainers", "role_calls", "sharded_loader_calls", "state_calls", "subclassed_elsewhere", "unused_models", "with_reasons", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls",
 ]

@@ -44,7 +44,7 @@ def download_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> di
 def downloaders(tree: ast.Module) -> set[str]:
     """The module's top-level functions that download, directly or through another one,
     and its classes whose `__init__` does (`ContentLoss()` building a pretrained VGG19)."""
-    imports = _imports(tree)
+    imports = module_imports(tree)
     functions: dict[str, ast.AST] = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     functions |= {n.name: init for n in tree.body if isinstance(n, ast.ClassDef) and (init := init_of(n)) is not None}
     found = {name for name, f in functions.items() if any(_downloads(n, imports) for n in ast.walk(f))}
@@ -59,7 +59,7 @@ def downloaders(tree: ast.Module) -> set[str]:
 def _downloads(node: ast.AST, imports: dict[str, str]) -> bool:
     if not isinstance(node, ast.Call):
         return False
-    qualified = _qualify(node.func, imports)
+    qualified = qualify(node.func, imports)
     if qualified.rsplit(".", 1)[-1] in _DOWNLOADERS and "torchvision" in qualified:
         return True
     if fetches_weights(qualified, {k.arg: ast.unparse(k.value) for k in node.keywords if k.arg}):
@@ -73,7 +73,7 @@ def _downloads(node: ast.AST, imports: dict[str, str]) -> bool:
     return False
 
 
-def _imports(tree: ast.Module) -> dict[str, str]:
+def module_imports(tree: ast.Module) -> dict[str, str]:
     out = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -85,7 +85,7 @@ def _imports(tree: ast.Module) -> dict[str, str]:
     return out
 
 
-def _qualify(func: ast.expr, imports: dict[str, str]) -> str:
+def qualify(func: ast.expr, imports: dict[str, str]) -> str:
     parts = []
     while isinstance(func, ast.Attribute):
         parts.append(func.attr)

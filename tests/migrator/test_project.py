@@ -2603,3 +2603,109 @@ def test_a_base_trainer_building_an_optimizer_keeps_its_line_findings_and_the_wh
     root = _project(tmp_path, **{"main.py": main, "trainer.py": trainer, "base.py": base})
     found = sorted((f.code, f.start.line) for f in _results([root])["base.py"].findings)
     assert found == [("AM102", 6), ("AM210", 7), ("AM916", 7)], found
+
+
+def test_a_folder_made_by_a_helper_the_run_only_reads_is_named_at_the_call(tmp_path) -> None:
+    """Pytorch-Project-Template's `create_dirs([...])` (utils/dirs.py: `os.makedirs(d)`
+    under `if not os.path.exists(d)`) and pix2pixHD's `util.mkdirs(...)` through `mkdir`:
+    every process may find the folder missing, and one that creates it after another stops
+    with FileExistsError. The helper's file is not written by this run, so the call is
+    named; a helper that passes `exist_ok=True` or lets the error pass is not. Given the
+    helper too, AM518 fixes it there and the call is not named again."""
+    util = textwrap.dedent('''\
+        import os
+
+
+        def mkdir(path):
+            if not os.path.exists(path):
+                os.makedirs(path)
+
+
+        def mkdirs(paths):
+            for path in paths:
+                mkdir(path)
+
+
+        def safe(path):
+            os.makedirs(path, exist_ok=True)
+
+
+        def tolerant(path):
+            try:
+                os.mkdir(path)
+            except FileExistsError:
+                pass
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from utils import util
+
+        util.mkdirs(["out", "logs"])
+        util.safe("cache")
+        util.tolerant("runs")
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x in torch.randn(8, 2, 4):
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "utils/__init__.py": "", "utils/util.py": util})
+    alone = _cli(root, "train.py", "--lint")
+    named = [line for line in alone.stdout.splitlines() if "AM518" in line]
+    assert len(named) == 1 and named[0].startswith("train.py:4:1: AM518 `util.mkdirs()`"), alone.stdout + alone.stderr
+    assert "`os.makedirs(path)` (utils/util.py:6)" in named[0]
+    both = _cli(root, "train.py", "utils/util.py", "--lint")
+    assert [line.split(" ")[0] for line in both.stdout.splitlines() if "AM518" in line] == ["utils/util.py:6:9:"], both.stdout
+
+
+def test_a_save_in_code_the_run_calls_on_every_process_is_named(tmp_path) -> None:
+    """pix2pixHD's `BaseModel.save_network` (models/base_model.py) torch.saves each network;
+    train.py calls `model.save(...)` on every process, so N processes write one file at
+    once. base_model.py gets no Accelerator: the save is named, left as written. A save
+    the file guards by rank, or in a method nothing calls, is not."""
+    base = textwrap.dedent('''\
+        import os
+
+        import torch
+
+
+        class BaseModel:
+            def save_network(self, network, label):
+                torch.save(network.state_dict(), label + ".pth")
+
+            def save_on_one(self, network, label):
+                if int(os.environ.get("RANK", 0)) == 0:
+                    torch.save(network.state_dict(), label + ".pth")
+    ''')
+    model = textwrap.dedent('''\
+        import torch
+
+        from base_model import BaseModel
+
+
+        class Model(BaseModel):
+            def __init__(self):
+                self.net = torch.nn.Linear(4, 1)
+
+            def save(self, label):
+                self.save_network(self.net, label)
+                self.save_on_one(self.net, label)
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from model import Model
+
+        model = Model()
+        optimizer = torch.optim.SGD(model.net.parameters(), lr=0.1)
+        for x in torch.randn(8, 2, 4):
+            optimizer.zero_grad()
+            model.net(x).sum().backward()
+            optimizer.step()
+        model.save("latest")
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "model.py": model, "base_model.py": base})
+    results = _results([root])
+    saves = [f for f in results["base_model.py"].findings if f.code == "AM510"]
+    assert [f.start.line for f in saves] == [8], results["base_model.py"].findings
+    assert "other files of the run call this code" in saves[0].message and not results["base_model.py"].changed
