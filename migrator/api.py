@@ -191,7 +191,8 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     (project/downloads.py: `project_downloads`), and its calls of another file's functions
     that only write a file (project/writers.py: `project_writers`), and its calls of the
     helpers of files the run only reads that create a folder every process may race for
-    (project/dir_makers.py: `project_dir_makers`), and its calls of another
+    (project/dir_makers.py: `project_dir_makers`), and its calls of the methods of the run's
+    model objects that torch.save (project/savers.py: `project_savers`), and its calls of another
     file's classes that keep a TensorBoard writer (project/loggers.py: `project_loggers`), and its
     calls of another file's functions that silence print off the main process
     (project/print_silencers.py: `project_print_silencers`), and its calls of the run's
@@ -214,6 +215,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_evaluations": (b"import",), "project_placing": (b"import",), "project_loaders": (b"DataLoader",), "project_drives": (b"import",),
         "project_iterators": (b"__next__", b"__iter__"), "project_module_readers": (b".module",),
         "project_sharded_loaders": (b"DistributedSampler",), "project_dir_makers": (b"mkdir", b"makedirs"),
+        "project_savers": (b".save(",),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:
@@ -238,7 +240,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_print_silencers": project.print_silencer_calls, "project_evaluations": project.evaluation_calls,
         "project_placing": project.placing_calls, "project_loaders": project.loader_calls, "project_drives": project.driving_calls,
         "project_iterators": project.iterator_params, "project_module_readers": project.module_reader_calls,
-        "project_sharded_loaders": project.sharded_loader_calls,
+        "project_sharded_loaders": project.sharded_loader_calls, "project_savers": project.saver_calls,
     }
     # who calls a file's functions counts only for callers that run under the launcher: a
     # file the run only reads may be a tool of its own (a search script starting runs)

@@ -412,17 +412,31 @@ def _not_silent(
     from migrator.analysis.reach import RUN_CALLS_IT
     from migrator.verify.silence import driven_training, silent_training, wrapped_for_training
 
-    if outcome.findings:
-        if not all(RUN_CALLS_IT in f.message for f in outcome.findings):
-            return outcome
-        found = tuple(_refusal(path, p) for p in wrapped_for_training(source, reported=True))
-        return replace(outcome, findings=outcome.findings + found) if found else outcome
-
+    if outcome.findings and not all(_beside_training(f) for f in outcome.findings):
+        return outcome
+    if outcome.findings and all(RUN_CALLS_IT in f.message for f in outcome.findings):
+        problems = wrapped_for_training(source, reported=True)
+        if problems:
+            return replace(outcome, findings=outcome.findings + tuple(_refusal(path, p) for p in problems))
     trains_here = "backward" in source or "step(" in source or "clip_grad" in source or "DataParallel" in source
     problems = silent_training(source, called) if trains_here else []
     problems = problems or driven_training(source, drives, path)
     found = tuple(_refusal(path, p) for p in problems)
-    return replace(outcome, findings=found) if found else outcome
+    if outcome.findings and found:  # the findings there are said no word of the training
+        found = tuple(replace(f, message=f.message.replace("nothing here was migrated or reported", "nothing here was migrated")) for f in found)
+    return replace(outcome, findings=outcome.findings + found) if found else outcome
+
+
+# Findings on what every process writes (a checkpoint, a file, a folder, a log), on code
+# other files call, say nothing of the training itself: beside them only, a file that
+# trains or drives training without its set-up is still named (AM916).
+_SIDE_EFFECTS = frozenset({"AM510", "AM517", "AM518", "AM519"})
+
+
+def _beside_training(finding: Finding) -> bool:
+    from migrator.analysis.reach import RUN_CALLS_IT
+
+    return finding.code in _SIDE_EFFECTS or RUN_CALLS_IT in finding.message
 
 
 def _refusal(path: str, problem) -> Finding:

@@ -43,7 +43,9 @@ class TensorBackward(Rule):
     `torch.autograd.backward` of several tensors at once is reported, not rewritten.
     Where no Accelerator can reach the code (a function also called from module level,
     a method of a class that does not hold one), the backward is left as it is and
-    reported; AM002 says why.
+    reported; AM002 says why. `self.backward()` in a class not built on `Tensor` calls a
+    method of the class (a model object's `backward()` holding the loss's own backward),
+    and is not reported.
     """
 
     code = "AM301"
@@ -79,6 +81,8 @@ class TensorBackward(Rule):
             return
         if is_accelerator_receiver(name, analysis.accelerator_names) or (analysis.imports.qualify(receiver) or "").startswith("torch"):
             return
+        if name == "self" and not self._in_tensor_class(node) or self._own_instance(receiver):
+            return  # `self.backward()`, `learner.backward(x)`: a method of a class (Attention-Gated's models), not a tensor's
         if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value == "scale":
             return  # scaler.scale(loss).backward() belongs to the mixed-precision rules
         apex = analysis.patterns.precision.apex if analysis.patterns is not None else None
@@ -99,6 +103,25 @@ class TensorBackward(Rule):
         new = attr_call(reach, "backward", with_clean_commas(_with_commas(args)))
         self.report(node, edits=[replace(node, new)], **fields)
 
+
+    def _in_tensor_class(self, node: cst.Call) -> bool:
+        """Inside a class built on `Tensor`, where `self` is a tensor."""
+        current = self.analysis.parent(node)
+        while current is not None and not isinstance(current, cst.ClassDef):
+            current = self.analysis.parent(current)
+        return current is not None and any("Tensor" in (dotted_name(b.value) or "") for b in current.bases)
+
+    def _own_instance(self, receiver: cst.BaseExpression) -> bool:
+        """A name bound only to instances of this file's classes that define `backward`
+        (`learner = Learner(model)`): its `backward(x)` is that method."""
+        if not isinstance(receiver, cst.Name):
+            return False
+        classes = {
+            name for name, c in self.analysis.facts.classes.items()
+            if any(isinstance(s, cst.FunctionDef) and s.name.value == "backward" for s in c.body.body)
+        }
+        values = [b.value for b in self.analysis.facts.bindings if b.name == receiver.value]
+        return bool(values) and all(isinstance(v, cst.Call) and dotted_name(v.func) in classes for v in values)
 
     def _autograd_backward(self, node: cst.Call) -> None:
         """`torch.autograd.backward(loss, grad_tensors=g, retain_graph=True)` is

@@ -68,7 +68,8 @@ class FileWrittenOnEveryProcess(Rule):
     (`utils.save_dict_to_json(metrics, path)`: it opens a file for writing, and otherwise
     only formats and prints, returns nothing and sets nothing outside it;
     migrator/project/writers.py); a file that starts a class of the run that creates the
-    Accelerator itself hears of such calls, left as written.
+    Accelerator itself, or a launched script that drives a model object of the run
+    (`model.optimize_parameters()`), hears of such calls, left as written.
 
     ## Why is this bad?
     Under `accel-launch` every process runs the script, so N processes truncate and
@@ -138,9 +139,12 @@ class FileWrittenOnEveryProcess(Rule):
         helpers = dict(self.ctx.config.project_writers)
         # a file that starts a class or function of the run that creates the Accelerator
         # itself runs on every process too: its helpers' writes are reported there
-        entered = bool(self.ctx.config.project_enters) and not analysis.accelerator_names
-        if not analysis.migrating and not (entered and helpers):
+        # (and so does a launched script driving a model object of the run: `model.optimize_parameters()`)
+        entered = bool(self.ctx.config.project_enters or self.ctx.config.project_drives) and not analysis.accelerator_names
+        savers = dict(self.ctx.config.project_savers)
+        if not analysis.migrating and not (entered and (helpers or savers)):
             return
+        self._checkpoint_methods(savers)
         gated: list[tuple[cst.Call, cst.BaseStatement, dict]] = []
         self._model_arguments: set[int] = set()
         for fact in analysis.facts.calls:
@@ -272,6 +276,20 @@ class FileWrittenOnEveryProcess(Rule):
             if not isinstance(owner, cst.With) or len(block.body) != 1 or self._collective_in(owner) is not None:  # type: ignore[union-attr]
                 return statement
             statement = owner
+
+    def _checkpoint_methods(self, savers: dict[str, str]) -> None:
+        """`model.module.save('latest')` on a model object of the run whose method
+        torch.saves (project/savers.py): named, left as written (the method may do more
+        than write: move the network, keep state)."""
+        if not savers:
+            return
+        for fact in self.analysis.facts.calls:
+            call = fact.node
+            where = savers.get(dotted_name(call.func) or "")
+            if where is None or self._main_only(call):
+                continue
+            note = f" (left as written: it saves with {where}; call it on the main process only)"
+            self.report(call, call=f"{dotted_name(call.func)}()", path="a checkpoint", consequence=_SAME_FILE, note=note)
 
     def _main_only(self, call: cst.Call) -> bool:
         """Only the main process runs it, or a function this file never calls (its

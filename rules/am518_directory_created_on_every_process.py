@@ -24,7 +24,7 @@ class DirectoryCreatedOnEveryProcess(Rule):
     """## What it does
     In a script being migrated (or a file of the run whose code runs on every process: a
     helper other files call, a script that starts a class creating the Accelerator
-    itself), adds `exist_ok=True` to `os.makedirs(path)` under
+    itself, a launched script driving a model object of the run), adds `exist_ok=True` to `os.makedirs(path)` under
     `if not os.path.exists(path):` (or `os.path.isdir`, also as one of the terms of an
     `and`), turns `os.mkdir(path)` under such a test into
     `os.makedirs(path, exist_ok=True)`, and reports an `os.makedirs` or `os.mkdir` that
@@ -70,7 +70,7 @@ class DirectoryCreatedOnEveryProcess(Rule):
 
     code = "AM518"
     name = "directory-created-on-every-process"
-    message = "`{call}` runs on every process: one that finds `{path}` missing and creates it after another did fails with FileExistsError{note}"
+    message = "`{call}` runs on every process: one that finds {path} missing and creates it after another did fails with FileExistsError{note}"
     fix_title = "Pass `exist_ok=True`"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -94,9 +94,11 @@ class DirectoryCreatedOnEveryProcess(Rule):
         # a file that starts a class of the run creating the Accelerator itself runs on
         # every process too (StarGAN's main.py making the Solver's folders)
         entering = bool(config.project_enters) and not analysis.accelerator_names
-        if not analysis.migrating and not config.run_callers and not entering:
+        # a launched script that drives a model object of the run (`model.optimize_parameters()`)
+        driving = bool(config.project_drives) and not analysis.accelerator_names
+        if not analysis.migrating and not config.run_callers and not entering and not driving:
             return
-        self._helpers_called(dict(config.project_dir_makers))
+        self._helpers_called({spelling: (where, position) for spelling, where, position in config.project_dir_makers})
         for fact in analysis.facts.calls:
             qualified = fact.qualified or ""
             if _path_mkdir(fact.node, qualified):
@@ -113,7 +115,7 @@ class DirectoryCreatedOnEveryProcess(Rule):
             text = cst.Module([]).code_for_node(path).strip()
             if any(word in text for word in ("rank", "process_index")) or self._skipped(call):
                 continue
-            fields = {"call": f"{dotted_name(call.func)}()", "path": text if len(text) <= 40 else "it"}
+            fields = {"call": f"{dotted_name(call.func)}()", "path": f"`{text}`" if len(text) <= 40 else "`it`"}
             if self._cleared_first(call, text):
                 self.report(call, note=_CLEARED, **fields)
             elif qualified == "os.makedirs" and self._checked_first(call, text):
@@ -126,23 +128,23 @@ class DirectoryCreatedOnEveryProcess(Rule):
                 fix = "pass `exist_ok=True`" if qualified == "os.makedirs" else "use `os.makedirs(..., exist_ok=True)`"
                 self.report(call, note=f" (left as written: {fix} if an existing directory is fine)", **fields)
 
-    def _helpers_called(self, makers: dict[str, str]) -> None:
+    def _helpers_called(self, makers: dict[str, tuple[str, int]]) -> None:
         """`create_dirs([...])` of a file the run only reads, whose `os.makedirs` has no
         `exist_ok`: named at the call, which this file runs on every process."""
-        if not makers:
-            return
         for fact in self.analysis.facts.calls:
             call = fact.node
-            where = makers.get(dotted_name(call.func) or "")
-            if where is None or self._skipped(call):
+            found = makers.get(dotted_name(call.func) or "")
+            if found is None or self._skipped(call):
                 continue
-            first = call.args[0].value if call.args and call.args[0].keyword is None else None
-            text = cst.Module([]).code_for_node(first).strip() if first is not None else ""
+            where, position = found
+            positional = [a.value for a in call.args if a.keyword is None and not a.star]
+            path = positional[position] if 0 <= position < len(positional) else None
+            text = cst.Module([]).code_for_node(path).strip() if path is not None else ""
             if any(word in text for word in ("rank", "process_index")):
                 continue
-            if isinstance(first, (cst.List, cst.Tuple)) and first.elements and len(text) > 40:
-                text = cst.Module([]).code_for_node(first.elements[0].value).strip()  # the first of several
-            shown = text if text and len(text) <= 40 else "it"
+            if isinstance(path, (cst.List, cst.Tuple)) and path.elements and len(text) > 40:
+                text = cst.Module([]).code_for_node(path.elements[0].value).strip()  # the first of several
+            shown = f"`{text}`" if text and len(text) <= 40 else "the folder it makes"
             note = (
                 f" (left as written: {where} has no `exist_ok=True`, in a file this run only reads; pass it "
                 "there, or make this call on one process before the others)"
@@ -170,7 +172,7 @@ class DirectoryCreatedOnEveryProcess(Rule):
             return
         if self._checked_first(call, receiver):
             shown = receiver if len(receiver) <= 40 else "it"
-            self.report(call, edits=[replace(call, _with_exist_ok(call))], note="", call=f"{shown}.mkdir()", path=shown)
+            self.report(call, edits=[replace(call, _with_exist_ok(call))], note="", call=f"{shown}.mkdir()", path=f"`{shown}`")
 
     def _missing(self, test: cst.BaseExpression, path: str) -> bool:
         """`not os.path.exists(path)` (or isdir), or pathlib's `not path.exists()` (or

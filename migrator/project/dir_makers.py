@@ -24,36 +24,48 @@ _MAIN_WORDS = ("rank", "main_process", "process_index", "is_master", "is_main")
 
 def dir_maker_calls(
     sources: dict[str, bytes], files: dict[str, FileIndex], read_only: frozenset[str],
-) -> dict[str, tuple[tuple[str, str], ...]]:
+) -> dict[str, tuple[tuple[str, str, int], ...]]:
     """For each file the run writes: its calls of functions and classes of files it only
     reads that create a directory on every call, as (spelling, where the creation is,
-    relative to the caller's folder)."""
+    relative to the caller's folder, the position of the argument that is the folder or -1)."""
     bodies = _bodies(sources, files)
-    racy: dict[tuple[str, str], tuple[str, str, int]] = {}  # (file, name) -> (creation, its file, line)
+    racy: dict[tuple[str, str], tuple[str, str, int, int]] = {}  # (file, name) -> (creation, its file, line, position)
     for key, (node, imports) in bodies.items():
         found = _creation(node, imports)
         if found is not None:
-            racy[key] = (found[0], key[0], found[1])
+            racy[key] = (found[0], key[0], found[1], _position(node, found[2]))
     for _ in range(3):  # through the run's own calls: Visualizer.__init__ → util.mkdirs → mkdir
         for (path, name), (node, _) in bodies.items():
             if (path, name) in racy:
                 continue
-            spellings = {chain(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
-            reached = [
-                racy[c.target] for c in files[path].calls if c.spelling in spellings and c.target in racy
-            ] + [racy[(path, s)] for s in spellings if (path, s) in racy and s != name]
-            if reached:
-                racy[(path, name)] = reached[0]
-    out: dict[str, set[tuple[str, str]]] = {}
+            targets = {c.spelling: c.target for c in files[path].calls}
+            for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+                spelling = chain(call.func)
+                target = (path, spelling) if (path, spelling) in bodies else targets.get(spelling or "")
+                if target in racy and target != (path, name):
+                    creation, where, line, position = racy[target]
+                    handed = call.args[position] if 0 <= position < len(call.args) else None
+                    racy[(path, name)] = (creation, where, line, _position(node, handed))
+                    break
+    out: dict[str, set[tuple[str, str, int]]] = {}
     for path, f in files.items():
         if path in read_only:
             continue
         for call in f.calls:
             if call.target in racy and call.target[0] in read_only and call.target[0] != path and not call.main_only:
-                creation, where, line = racy[call.target]
+                creation, where, line, position = racy[call.target]
                 shown = os.path.relpath(where, os.path.dirname(path) or ".").replace(os.sep, "/")
-                out.setdefault(path, set()).add((call.spelling, f"`{creation}` ({shown}:{line})"))
+                out.setdefault(path, set()).add((call.spelling, f"`{creation}` ({shown}:{line})", position))
     return {path: tuple(sorted(calls)) for path, calls in out.items()}
+
+
+def _position(function: ast.FunctionDef, value: ast.AST | None) -> int:
+    """The position, among the arguments a caller passes, of the parameter `value` is
+    (`self` of an `__init__` not counted); -1 when it is not a parameter."""
+    params = [a.arg for a in function.args.args]
+    if function.name == "__init__":
+        params = params[1:]
+    return params.index(value.id) if isinstance(value, ast.Name) and value.id in params else -1
 
 
 def _bodies(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[tuple[str, str], tuple[ast.AST, dict[str, str]]]:
@@ -77,11 +89,11 @@ def _bodies(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[tupl
     return out
 
 
-def _creation(function: ast.AST, imports: dict[str, str]) -> tuple[str, int] | None:
+def _creation(function: ast.AST, imports: dict[str, str]) -> tuple[str, int, ast.expr] | None:
     """The first `os.makedirs(path)` (no `exist_ok`) or `os.mkdir(path)` the function makes
     on every call: not in a `try` that lets an existing folder pass, not under a test of
     the process, not on a path made from the rank."""
-    for node, guarded in _walk(function, False):
+    for node, guarded in guarded_walk(function, False):
         if guarded or not isinstance(node, ast.Call) or not node.args:
             continue
         qualified = qualify(node.func, imports)
@@ -92,11 +104,11 @@ def _creation(function: ast.AST, imports: dict[str, str]) -> tuple[str, int] | N
         path = ast.unparse(node.args[0])
         if any(word in path for word in _MAIN_WORDS):
             continue
-        return f"{qualified}({path if len(path) <= 30 else '...'})", node.lineno
+        return f"{qualified}({path if len(path) <= 30 else '...'})", node.lineno, node.args[0]
     return None
 
 
-def _walk(node: ast.AST, guarded: bool):
+def guarded_walk(node: ast.AST, guarded: bool):
     """Each node below `node`, with whether a tolerant `try` or a test of the process
     (`if rank == 0:`) stands between."""
     for child in ast.iter_child_nodes(node):
@@ -105,10 +117,10 @@ def _walk(node: ast.AST, guarded: bool):
         inner = guarded
         if isinstance(child, ast.Try) and any(_tolerates(h) for h in child.handlers):
             inner = True
-        if isinstance(child, ast.If) and any(word in ast.unparse(child.test) for word in _MAIN_WORDS):
+        if isinstance(child, ast.If) and any(word in ast.unparse(child.test).lower() for word in _MAIN_WORDS):
             inner = True
         yield child, inner
-        yield from _walk(child, inner)
+        yield from guarded_walk(child, inner)
 
 
 def _tolerates(handler: ast.ExceptHandler) -> bool:

@@ -58,12 +58,13 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
             if target is None and spelling in others:
                 # `train(dataset, model, bpr)` calling `bpr.stageOne(...)` in there: the training is bpr's class's
                 target = _trained_through(node, others[spelling], instances, training_methods, trees)
-            if target is None and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
-                made = instances.get(node.func.value.id)
+            receiver = _unwrapped(node.func.value) if isinstance(node.func, ast.Attribute) else None
+            if target is None and receiver is not None:
+                made = instances.get(receiver)
                 trains_here = made is not None and node.func.attr in training_methods(made)
                 target = made if trains_here else None
                 if target is None:  # `model = get_model(opts)`: one of the classes the factory returns
-                    factory, kinds = instances_of_factories.get(node.func.value.id, (None, ()))
+                    factory, kinds = instances_of_factories.get(receiver, (None, ()))
                     trained = [k for k in kinds if node.func.attr in training_methods(k)]
                     # several may: the factory is named (`get_model()`, whose classes' findings say more)
                     target = trained[0] if len(trained) == 1 else factory if trained else None
@@ -76,6 +77,13 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
         if found:
             out[path] = tuple(sorted(found, key=lambda c: (c[1], c[2])))
     return out
+
+
+def _unwrapped(receiver: ast.AST) -> str | None:
+    """`model` for `model` and for `model.module` (the object a DataParallel wrap holds)."""
+    if isinstance(receiver, ast.Attribute) and receiver.attr == "module":
+        receiver = receiver.value
+    return receiver.id if isinstance(receiver, ast.Name) else None
 
 
 def _makes(files: dict[str, FileIndex], target: tuple[str, str]) -> tuple[tuple[str, str], ...]:

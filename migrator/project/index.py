@@ -279,8 +279,9 @@ def _note_factories(
     `factories`: its top-level functions the index keeps; `imported` as for _hold_subclasses."""
     modules, functions = imported
     extended = _extends_path(path, tree, run, root, trees)
+    own = {n.name: (path, n.name) for n in tree.body if isinstance(n, ast.ClassDef)}  # a factory beside its class
     for node in factories:
-        local = dict(functions)
+        local = {**own, **functions}
         for inner in ast.walk(node):
             if isinstance(inner, ast.ImportFrom):
                 owner = _resolve(inner.module or "", inner.level, path, run, root, extended)
@@ -330,7 +331,7 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             _updates(node) or any(_updates(base) for base in _bases_here(node, tree)),
             _param_roles(node, params) if init is None else _class_param_roles(node, init, params),
             _method_states(node) if init is not None else (),
-            init is None and any(_saves(n) for n in ast.walk(node)),
+            init is None and any(torch_saves(n) for n in ast.walk(node)),
             _methods(node) if init is not None else (),
             shaped and ACCELERATOR in kwonly,
             None,
@@ -432,7 +433,7 @@ def _method_states(cls: ast.ClassDef) -> tuple[tuple[str, tuple[int, ...], tuple
                 if handed - states[name]:
                     states[name] |= handed
                     changed = True
-    writes = any(_saves(n) for n in ast.walk(cls))
+    writes = any(torch_saves(n) for n in ast.walk(cls))
     return tuple(
         (name, tuple(i for i, p in enumerate(params[name]) if p in found), tuple(sorted(found)), writes)
         for name, found in sorted(states.items()) if found
@@ -510,7 +511,7 @@ def _trains(function: ast.FunctionDef) -> bool:
             return True
         if isinstance(node, ast.For) and not generator:
             return True
-        if _state_of_parameter(node, params) or _saves(node, ("torch", "t", "th", ACCELERATOR)):
+        if _state_of_parameter(node, params) or torch_saves(node, ("torch", "t", "th", ACCELERATOR)):
             return True  # `accelerator.save(...)`: the save an earlier run threaded
     return False
 
@@ -739,7 +740,7 @@ def _updates(function: ast.FunctionDef) -> bool:
     )
 
 
-def _saves(node: ast.AST, owners: tuple[str, ...] = ("torch", "t", "th")) -> bool:
+def torch_saves(node: ast.AST, owners: tuple[str, ...] = ("torch", "t", "th")) -> bool:
     """`torch.save(...)` (as `torch.save` or the `t.save` of `import torch as t`)."""
     return (
         isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "save"

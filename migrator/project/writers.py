@@ -16,7 +16,8 @@ from migrator.project.index import FileIndex
 # calls a helper may make and still do nothing but format and write its file
 _PLAIN = {
     "print", "open", "len", "str", "int", "float", "bool", "round", "repr", "dict", "list", "tuple",
-    "sorted", "enumerate", "zip", "range", "isinstance", "vars", "format",
+    "sorted", "enumerate", "zip", "range", "isinstance", "vars", "format", "hasattr", "getattr", "min", "max",
+    "abs", "sum", "any", "all", "np.isscalar", "numpy.isscalar", "time.strftime", "time.time",
     "json.dump", "json.dumps", "yaml.dump", "yaml.safe_dump", "pickle.dump",
     "os.path.join", "os.path.exists", "os.path.isfile", "os.path.basename", "os.path.dirname", "os.path.abspath",
 }

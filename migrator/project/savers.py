@@ -1,0 +1,133 @@
+"""Methods of the run's model objects that write a checkpoint with `torch.save`.
+
+pix2pixHD's train.py ends an epoch with `model.module.save('latest')`: the model
+`create_model(opt)` returns is a Pix2PixHDModel, whose `save` hands each network to
+`BaseModel.save_network` (models/base_model.py), which torch.saves it. Run by every
+process, N processes write each file at once. The method is not a helper that only writes
+(project/writers.py: it moves the network too), so the call is named, left as written
+(`Config.project_savers`, reported by AM517): where the script gets an Accelerator it
+goes under `if accelerator.is_main_process:`, by hand. Read with `ast`, through `self.`
+calls to the class's own methods and those of its bases in the run.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from migrator.project.dir_makers import guarded_walk
+from migrator.project.entries import instances_of
+from migrator.project.index import FileIndex, torch_saves
+
+Method = tuple[str, str, str]  # (file, class, method)
+
+
+def saver_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[tuple[str, str], ...]]:
+    """For each file of the run: its calls of a checkpoint-writing method on an instance of
+    the run's classes (`model.save(epoch)`, `model.module.save(...)` on what a factory
+    returns), as (spelling, where the save is, from the caller's folder)."""
+    classes = _classes(sources, files)
+    if not classes:
+        return {}
+    saving = _saving_methods(classes, files)
+    if not saving:
+        return {}
+    out: dict[str, set[tuple[str, str]]] = {}
+    for path, f in files.items():
+        data = sources.get(path, b"")
+        if b".save" not in data:
+            continue
+        instances = _instances(data, f, files)
+        if not instances:
+            continue
+        for node in ast.walk(ast.parse(data)):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            receiver, method = node.func.value, node.func.attr
+            if isinstance(receiver, ast.Attribute) and receiver.attr == "module":
+                receiver = receiver.value  # `model.module.save(...)`: the DataParallel-wrapped object
+            if not isinstance(receiver, ast.Name) or receiver.id not in instances:
+                continue
+            for made in instances[receiver.id]:
+                found = _resolve(classes, files, made, method, saving)
+                if found is not None:
+                    where, line, via = saving[found]
+                    shown = os.path.relpath(where, os.path.dirname(path) or ".").replace(os.sep, "/")
+                    through = f", through `{via}`" if via != method else ""
+                    out.setdefault(path, set()).add((ast.unparse(node.func), f"`torch.save` ({shown}:{line}{through})"))
+                    break
+    return {path: tuple(sorted(calls)) for path, calls in out.items()}
+
+
+def _classes(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[tuple[str, str], ast.ClassDef]:
+    out = {}
+    for path, f in files.items():
+        if b"class " not in sources.get(path, b""):
+            continue
+        try:
+            tree = ast.parse(sources.get(path, b""))
+        except (SyntaxError, ValueError):
+            continue
+        out.update({(path, n.name): n for n in tree.body if isinstance(n, ast.ClassDef)})
+    return out
+
+
+def _bases(classes: dict[tuple[str, str], ast.ClassDef], files: dict[str, FileIndex], owner: tuple[str, str]) -> list[tuple[str, str]]:
+    """The class and its bases in the run, nearest first (same file by name, other files
+    through FileIndex.bases)."""
+    order, todo = [], [owner]
+    while todo and len(order) < 12:
+        current = todo.pop(0)
+        if current in order or current not in classes:
+            continue
+        order.append(current)
+        here = [(current[0], b.id) for b in classes[current].bases if isinstance(b, ast.Name)]
+        todo += [b for b in here if b in classes] + sorted(files[current[0]].bases.get(current[1], ()))
+    return order
+
+
+def _resolve(classes, files, owner: tuple[str, str], method: str, saving: dict[Method, tuple]) -> Method | None:
+    """The definition `owner.method` runs (its own, or a base's), when it saves."""
+    for cls in _bases(classes, files, owner):
+        if any(isinstance(s, ast.FunctionDef) and s.name == method for s in classes[cls].body):
+            key = (*cls, method)
+            return key if key in saving else None
+    return None
+
+
+def _saving_methods(classes: dict[tuple[str, str], ast.ClassDef], files: dict[str, FileIndex]) -> dict[Method, tuple[str, int, str]]:
+    """(file, class, method) → (file, line of the torch.save, the method holding it), for
+    the methods that save on every call (not under a test of the rank), directly or
+    through `self.other(...)`."""
+    saving: dict[Method, tuple[str, int, str]] = {}
+    methods = {
+        (*cls, s.name): s for cls, node in classes.items() for s in node.body if isinstance(s, ast.FunctionDef)
+    }
+    for key, method in methods.items():
+        save = next((n for n, guarded in guarded_walk(method, False) if not guarded and torch_saves(n)), None)
+        if save is not None:
+            saving[key] = (key[0], save.lineno, key[2])
+    for _ in range(3):
+        for key, method in methods.items():
+            if key in saving:
+                continue
+            for node, guarded in guarded_walk(method, False):
+                func = node.func if isinstance(node, ast.Call) and not guarded else None
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+                    found = _resolve(classes, files, key[:2], func.attr, saving)
+                    if found is not None and found != key:
+                        saving[key] = saving[found]
+                        break
+    return saving
+
+
+def _instances(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> dict[str, list[tuple[str, str]]]:
+    """Names bound to instances of the run's classes: `solver = Solver(...)`, and
+    `model = create_model(opt)` for each class the factory may return."""
+
+    def made(target: tuple[str, str]) -> list[tuple[str, str]]:
+        function = files[target[0]].functions.get(target[1]) if target[0] in files else None
+        return list(function.makes) if function is not None and function.makes else [target]
+
+    bound = {**f.instances, **instances_of(source, f, files)}  # the index's `x = f(...)`, and `x = Cls(...).cuda()`
+    return {name: made(target) for name, target in bound.items() if target is not None}
