@@ -89,6 +89,13 @@ def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str, bool
         findings_of = f"the classes `{name}` returns" if name.endswith("()") else where
         loader = _drawn_from(program, line)
         batches = f"; the loop here draws its batches from `{loader}`: prepare it with them" if loader else ""
+        others = sorted(n for n in program.loader_names if n != (loader or "").rsplit(".", 1)[-1] and _iterated_here(program, n))
+        if loader and others:
+            shown = ", ".join(f"`{n}`" for n in others[:4])
+            batches += (
+                f" ({shown}: as written every process reads {'each' if len(others) > 1 else 'it'} whole; prepared, "
+                "gather what is measured there, or the metrics and a plateau scheduler see one share per process)"
+            )
         out.append(Problem(
             CODE, line, col,
             f"`{spelling}(...)` runs the training of {whose} ({where}), which needs the Accelerator, "
@@ -112,6 +119,15 @@ def _drawn_from(program: Program, line: int) -> str | None:
     loop = max(loops, key=lambda n: n.lineno)
     name = iterated(loop.iter)
     return name if name is not None and program.is_loader(name) else None
+
+
+def _iterated_here(program: Program, name: str) -> bool:
+    """A loader of this file some loop of it iterates (`for images, labels in valid_loader`,
+    or through `zip([valid_loader, test_loader], ...)`)."""
+    return any(
+        isinstance(n, (ast.For, ast.AsyncFor)) and any(isinstance(m, ast.Name) and m.id == name for m in ast.walk(n.iter))
+        for n in ast.walk(program.tree)
+    )
 
 
 def _from_common_folder(file: str, path: str) -> str:

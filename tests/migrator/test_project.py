@@ -2366,9 +2366,12 @@ _DRIVER = textwrap.dedent('''\
     def train(kind):
         model = get_model(kind)
         loader = torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=2)
+        valid_loader = torch.utils.data.DataLoader(torch.randn(4, 4), batch_size=2)
         for x in loader:
             model.set_input(x)
             model.optimize_parameters()
+        for x in valid_loader:
+            model.set_input(x)
 
 
     if __name__ == "__main__":
@@ -2390,7 +2393,7 @@ def test_a_loop_driving_what_a_factory_returns_is_named(tmp_path) -> None:
     )
     named = [f for f in _results([root])["train.py"].findings if f.code == "AM916"]
     assert len(named) == 1 and "the model `get_model()` returns (models/__init__.py)" in named[0].message, named
-    assert "the loop here draws its batches from `loader`: prepare it with them" in named[0].message
+    assert "the loop here draws its batches from `loader`: prepare it with them (`valid_loader`: as written" in named[0].message
     # one class of the factory trains: it is the one named
     (tmp_path / "models" / "classifier.py").write_text("class Classifier:\n    def initialize(self, opts):\n        pass\n")
     named = [f for f in _results([root])["train.py"].findings if f.code == "AM916"]
