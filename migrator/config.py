@@ -70,7 +70,7 @@ class Config:
     project_called: tuple[str, ...] = ()  # own top-level names other files of the run call at all (project/entries.py)
     project_called_any: tuple[str, ...] = ()  # the same, counting files around the run too (a required parameter breaks them)
     project_dir_makers: tuple[tuple[str, str, int], ...] = ()  # calls of helpers of files the run only reads that create a folder racily: (spelling, where, position of the path or -1) (project/dir_makers.py)
-    project_savers: tuple[tuple[str, str], ...] = ()  # calls of methods of the run's model objects that torch.save on every call: (spelling, where) (project/savers.py)
+    project_savers: tuple[tuple[str, str, str], ...] = ()  # calls of methods of the run's model objects that torch.save on every call: (spelling, where, the call that made the object) (project/savers.py)
     project_writers: tuple[tuple[str, int], ...] = ()  # calls of other files' helpers that only write a file: (spelling, path position or -1)
     project_enters: tuple[str, ...] = ()  # calls of other files' classes/functions that create the Accelerator themselves
     project_meters: tuple[str, ...] = ()  # calls of other files' running-meter classes (project/meters.py)

@@ -141,7 +141,8 @@ class FileWrittenOnEveryProcess(Rule):
         # itself runs on every process too: its helpers' writes are reported there
         # (and so does a launched script driving a model object of the run: `model.optimize_parameters()`)
         entered = bool(self.ctx.config.project_enters or self.ctx.config.project_drives) and not analysis.accelerator_names
-        savers = dict(self.ctx.config.project_savers)
+        # a model object's checkpoint method, unless the run gives its class the Accelerator (it then saves once)
+        savers = {s: where for s, where, made_by in self.ctx.config.project_savers if made_by not in self.ctx.config.project_calls}
         if not analysis.migrating and not (entered and (helpers or savers)):
             return
         self._checkpoint_methods(savers)

@@ -22,17 +22,24 @@ from migrator.project.index import FileIndex, torch_saves
 Method = tuple[str, str, str]  # (file, class, method)
 
 
-def saver_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[tuple[str, str], ...]]:
+def saver_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[tuple[str, str, str], ...]]:
     """For each file of the run: its calls of a checkpoint-writing method on an instance of
     the run's classes (`model.save(epoch)`, `model.module.save(...)` on what a factory
-    returns), as (spelling, where the save is, from the caller's folder)."""
+    returns), as (spelling, where the save is, from the caller's folder, the call that made
+    the instance: a class the run gives the Accelerator saves once itself). A method that
+    also trains (`trainer.train()` saving each epoch) is its class's business, not its
+    caller's: the caller cannot run it on one process."""
     classes = _classes(sources, files)
     if not classes:
         return {}
-    saving = _saving_methods(classes, files)
+    methods = {
+        (*cls, s.name): s for cls, node in classes.items() for s in node.body if isinstance(s, ast.FunctionDef)
+    }
+    saving = _closure(classes, files, methods, torch_saves)
     if not saving:
         return {}
-    out: dict[str, set[tuple[str, str]]] = {}
+    training = _closure(classes, files, methods, _trains)
+    out: dict[str, set[tuple[str, str, str]]] = {}
     for path, f in files.items():
         data = sources.get(path, b"")
         if b".save" not in data:
@@ -48,15 +55,21 @@ def saver_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[
                 receiver = receiver.value  # `model.module.save(...)`: the DataParallel-wrapped object
             if not isinstance(receiver, ast.Name) or receiver.id not in instances:
                 continue
-            for made in instances[receiver.id]:
+            made_by, kinds = instances[receiver.id]
+            for made in kinds:
                 found = _resolve(classes, files, made, method, saving)
-                if found is not None:
+                if found is not None and _resolve(classes, files, made, method, training) is None:
                     where, line, via = saving[found]
                     shown = os.path.relpath(where, os.path.dirname(path) or ".").replace(os.sep, "/")
                     through = f", through `{via}`" if via != method else ""
-                    out.setdefault(path, set()).add((ast.unparse(node.func), f"`torch.save` ({shown}:{line}{through})"))
+                    out.setdefault(path, set()).add((ast.unparse(node.func), f"`torch.save` ({shown}:{line}{through})", made_by))
                     break
     return {path: tuple(sorted(calls)) for path, calls in out.items()}
+
+
+def _trains(node: ast.AST) -> bool:
+    """`loss.backward()` or `optimizer.step()`."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("backward", "step")
 
 
 def _classes(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[tuple[str, str], ast.ClassDef]:
@@ -95,39 +108,45 @@ def _resolve(classes, files, owner: tuple[str, str], method: str, saving: dict[M
     return None
 
 
-def _saving_methods(classes: dict[tuple[str, str], ast.ClassDef], files: dict[str, FileIndex]) -> dict[Method, tuple[str, int, str]]:
-    """(file, class, method) → (file, line of the torch.save, the method holding it), for
-    the methods that save on every call (not under a test of the rank), directly or
-    through `self.other(...)`."""
-    saving: dict[Method, tuple[str, int, str]] = {}
-    methods = {
-        (*cls, s.name): s for cls, node in classes.items() for s in node.body if isinstance(s, ast.FunctionDef)
-    }
+def _closure(classes, files, methods: dict[Method, ast.FunctionDef], does) -> dict[Method, tuple[str, int, str]]:
+    """(file, class, method) → (file, line, the method holding it) of the first node that
+    `does` (a torch.save, a backward) on every call (not under a test of the rank), in the
+    method or through `self.other(...)`."""
+    found: dict[Method, tuple[str, int, str]] = {}
     for key, method in methods.items():
-        save = next((n for n, guarded in guarded_walk(method, False) if not guarded and torch_saves(n)), None)
-        if save is not None:
-            saving[key] = (key[0], save.lineno, key[2])
+        hit = next((n for n, guarded in guarded_walk(method, False) if not guarded and does(n)), None)
+        if hit is not None:
+            found[key] = (key[0], hit.lineno, key[2])
     for _ in range(3):
         for key, method in methods.items():
-            if key in saving:
+            if key in found:
                 continue
             for node, guarded in guarded_walk(method, False):
                 func = node.func if isinstance(node, ast.Call) and not guarded else None
                 if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-                    found = _resolve(classes, files, key[:2], func.attr, saving)
-                    if found is not None and found != key:
-                        saving[key] = saving[found]
+                    reached = _resolve(classes, files, key[:2], func.attr, found)
+                    if reached is not None and reached != key:
+                        found[key] = found[reached]
                         break
-    return saving
+    return found
 
 
-def _instances(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> dict[str, list[tuple[str, str]]]:
-    """Names bound to instances of the run's classes: `solver = Solver(...)`, and
-    `model = create_model(opt)` for each class the factory may return."""
+def _instances(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> dict[str, tuple[str, list[tuple[str, str]]]]:
+    """Names bound to instances of the run's classes, with the call that made them:
+    `solver = Solver(...)`, and `model = create_model(opt)` for each class the factory may
+    return."""
 
     def made(target: tuple[str, str]) -> list[tuple[str, str]]:
         function = files[target[0]].functions.get(target[1]) if target[0] in files else None
         return list(function.makes) if function is not None and function.makes else [target]
 
+    spellings = {c.target: c.spelling for c in sorted(f.calls, key=lambda c: c.spelling)}
     bound = {**f.instances, **instances_of(source, f, files)}  # the index's `x = f(...)`, and `x = Cls(...).cuda()`
-    return {name: made(target) for name, target in bound.items() if target is not None}
+    factories = {c.spelling: c.target for c in f.calls if made(c.target) != [c.target]}
+    if factories:  # `model = create_model(opt)`, bound again later (`model, opt = amp.initialize(model, ...)`)
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                called = ast.unparse(node.value.func) if isinstance(node.value, ast.Call) else ""
+                if called in factories:
+                    bound.setdefault(node.targets[0].id, factories[called])
+    return {name: (spellings.get(target, ""), made(target)) for name, target in bound.items() if target is not None}

@@ -2722,7 +2722,8 @@ def test_a_checkpoint_method_of_a_model_object_is_named_where_the_script_calls_i
     returns: Pix2PixHDModel.save hands each network to BaseModel.save_network, which
     torch.saves it. Every process runs the script, so N processes write each file: the call
     is named in train.py, left as written. A method that saves under a test of the rank,
-    or that saves nothing, is not named."""
+    that saves nothing, or that also trains (`fit`: the caller cannot run it on one
+    process) is not named."""
     base = textwrap.dedent('''\
         import os
 
@@ -2759,6 +2760,10 @@ def test_a_checkpoint_method_of_a_model_object_is_named_where_the_script_calls_i
             def save_best(self, label):
                 self.save_on_one(self.net, label)
 
+            def fit(self, x):
+                self.optimize(x)
+                self.save("fit")
+
             def name(self):
                 return "model"
 
@@ -2779,6 +2784,7 @@ def test_a_checkpoint_method_of_a_model_object_is_named_where_the_script_calls_i
         model.module.save("latest")
         model.module.save_best("best")
         print(model.module.name())
+        model.module.fit(torch.randn(2, 4))
     ''')
     root = _project(tmp_path, **{"train.py": train, "model.py": model, "base_model.py": base})
     results = _results([root])
@@ -2786,3 +2792,41 @@ def test_a_checkpoint_method_of_a_model_object_is_named_where_the_script_calls_i
     assert [f.start.line for f in named] == [7], results["train.py"].findings
     assert "`model.module.save()`" in named[0].message and "base_model.py:8, through `save_network`" in named[0].message
     assert results["train.py"].after == train
+
+
+def test_the_checkpoint_method_of_a_class_given_the_accelerator_is_not_named_at_its_call(tmp_path) -> None:
+    """A trainer class the run gives the Accelerator saves once itself (AM510 writes
+    accelerator.save there): `trainer.save()` in main.py is then no write on every process."""
+    trainer = textwrap.dedent('''\
+        import torch
+
+
+        class Trainer:
+            def __init__(self, model, optimizer, loader):
+                self.model, self.optimizer, self.loader = model, optimizer, loader
+
+            def train(self):
+                for x in self.loader:
+                    self.optimizer.zero_grad()
+                    self.model(x).sum().backward()
+                    self.optimizer.step()
+
+            def save(self, path):
+                torch.save(self.model.state_dict(), path)
+    ''')
+    main = textwrap.dedent('''\
+        import torch
+        from trainer import Trainer
+
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=2)
+        trainer = Trainer(model, optimizer, loader)
+        trainer.train()
+        trainer.save("model.pt")
+    ''')
+    root = _project(tmp_path, **{"main.py": main, "trainer.py": trainer})
+    results = _results([root])
+    assert "accelerator.save(" in results["trainer.py"].after, results["trainer.py"].after
+    assert "Trainer(model, optimizer, loader, accelerator=accelerator)" in results["main.py"].after
+    assert not [f for f in results["main.py"].findings if f.code == "AM517"], results["main.py"].findings
