@@ -207,7 +207,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     readable = [i for i in items if i.source is not None and not notebook.is_notebook(i.path)]
     readable += list(around)
     marks = {
-        "project_unused": (b"transformers", b"torchvision"), "project_distribution": (b"init_process_group", b"get_rank", b"DataParallel", b"FileHandler", b"basicConfig"),
+        "project_unused": (b"transformers", b"torchvision", b"nn."), "project_distribution": (b"init_process_group", b"get_rank", b"DataParallel", b"FileHandler", b"basicConfig"),
         "project_roles": (b"import",), "project_downloads": (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo"), "project_meters": (b".update(",),
         "project_entered": (b"import",), "project_states": (b"state_dict",),
         "project_enters": (b"import",), "project_called": (b"import",), "project_called_any": (b"import",), "project_writers": (b"open(",),

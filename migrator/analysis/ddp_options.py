@@ -10,7 +10,9 @@ Two sources, read once per pass:
   `.last_hidden_state`). DDP then waits at the second step for the pooler's gradients,
   so the wrap needs `find_unused_parameters=True` (`UnusedPooler`, reported by AM221);
 - a torchvision classifier held as a backbone whose head is never run (`UnusedHead`,
-  analysis/unused_heads.py, reported by AM226).
+  analysis/unused_heads.py, reported by AM226);
+- a layer a model class builds and never uses (`UnusedLayer`, analysis/unused_layers.py,
+  reported by AM228).
 
 The result is one `kwargs_handlers=[DistributedDataParallelKwargs(...)]` option, which
 AM001 writes into the Accelerator it creates. Nothing here edits the tree.
@@ -26,6 +28,7 @@ import libcst as cst
 from migrator.analysis.collect import Facts
 from migrator.analysis.names import dotted_name
 from migrator.analysis.unused_heads import UnusedHead, unused_heads
+from migrator.analysis.unused_layers import UnusedLayer, unused_layers
 
 Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 
@@ -67,6 +70,7 @@ class DdpOptions:
     carried: tuple[tuple[str, str], ...]  # (keyword, code) for DistributedDataParallelKwargs
     poolers: tuple[UnusedPooler, ...]
     heads: tuple[UnusedHead, ...] = ()
+    layers: tuple[UnusedLayer, ...] = ()
 
     @property
     def handler_code(self) -> str | None:
@@ -94,7 +98,8 @@ def _literal(code: str) -> bool:
 
 
 def ddp_options(
-    facts: Facts, parent: Parent, models: Mapping[str, str] | None = None, training_scope: cst.CSTNode | None = None
+    facts: Facts, parent: Parent, models: Mapping[str, str] | None = None, training_scope: cst.CSTNode | None = None,
+    module: cst.Module | None = None,
 ) -> DdpOptions:
     """`models`: calls of model classes of other files of the run (`model.EntityModel`)
     that hold an unused pooler or head, each described as project/unused.py writes it;
@@ -103,9 +108,11 @@ def ddp_options(
     elsewhere = _built_here(facts, models or {})
     poolers = tuple(unused_poolers(facts, parent)) + tuple(p for p in elsewhere if isinstance(p, UnusedPooler))
     heads = tuple(unused_heads(facts, parent)) + tuple(h for h in elsewhere if isinstance(h, UnusedHead))
-    if poolers or heads:
+    layers = tuple(unused_layers(facts, module)) if module is not None else ()
+    layers += tuple(u for u in elsewhere if isinstance(u, UnusedLayer))
+    if poolers or heads or layers:
         carried["find_unused_parameters"] = "True"
-    return DdpOptions(tuple(carried.items()), poolers, heads)
+    return DdpOptions(tuple(carried.items()), poolers, heads, layers)
 
 
 def _wrap_options(facts: Facts, training_scope: cst.CSTNode | None) -> dict[str, str]:
@@ -137,21 +144,26 @@ def _wrap_options(facts: Facts, training_scope: cst.CSTNode | None) -> dict[str,
     return out
 
 
-def describe(unused: UnusedPooler | UnusedHead, where: str) -> str:
+def describe(unused: UnusedPooler | UnusedHead | UnusedLayer, where: str) -> str:
     """How Config.project_unused carries an unused part of another file's model class."""
+    if isinstance(unused, UnusedLayer):
+        return f"layer {unused.attribute} {unused.layer} {unused.where} in {where}"
     if isinstance(unused, UnusedHead):
         return f"head {unused.attribute} {unused.family} {unused.head} {unused.where} in {where}"
     return f"pooler {unused.attribute} {unused.family} {unused.where} in {where}"
 
 
-def _built_here(facts: Facts, models: Mapping[str, str]) -> list[UnusedPooler | UnusedHead]:
-    out: list[UnusedPooler | UnusedHead] = []
+def _built_here(facts: Facts, models: Mapping[str, str]) -> list[UnusedPooler | UnusedHead | UnusedLayer]:
+    out: list[UnusedPooler | UnusedHead | UnusedLayer] = []
     for c in facts.calls:
         described = models.get(c.func or "")
         if described is None:
             continue
         kind, rest = described.split(" ", 1)
-        if kind == "head":
+        if kind == "layer":
+            attribute, layer, where = rest.split(" ", 2)
+            out.append(UnusedLayer(attribute, layer, c.node, where))
+        elif kind == "head":
             attribute, family, head, where = rest.split(" ", 3)
             out.append(UnusedHead(attribute, family, head, c.node, where))
         else:

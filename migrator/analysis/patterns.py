@@ -76,7 +76,7 @@ def find_patterns(
     cpu, cpu_problem = training_cpu(devices, (module,) if training_scope is None else (module, training_scope))
     options = accelerator_options(precision, accs, facts, parent)
     meters = meter_syncs(facts, meter_classes, lambda loop: sharded_loop(loop, facts, roles, prepared), parent) if meter_classes else ()
-    ddp = ddp_options(facts, parent, models, training_scope)
+    ddp = ddp_options(facts, parent, models, training_scope, module)
     if ddp.handler_code is not None:
         options += (handler_option(ddp),)
     if cpu is not None:

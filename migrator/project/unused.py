@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 
+from migrator.analysis.unused_layers import may_hold_one
 from migrator.project.index import FileIndex
 
-# Only a file that names transformers or torchvision can hold one of their models.
+# Only a file that names transformers or torchvision can hold one of their models (a
+# layer built and never used: unused_layers.may_hold_one looks first).
 _MARKS = (b"transformers", b"torchvision")
 
 
@@ -26,7 +28,8 @@ def unused_models(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
     targets = {c.target for f in files.values() for c in f.calls if c.target[0] != f.path}
     found: dict[tuple[str, str], object] = {}  # (file, class) -> its first unused part
     for path in sorted({t[0] for t in targets}):
-        if any(mark in sources.get(path, b"") for mark in _MARKS):
+        data = sources.get(path, b"")
+        if any(mark in data for mark in _MARKS) or may_hold_one(data):
             for unused in _unused_parts(sources[path]):
                 found.setdefault((path, unused.owner), unused)
     out = {}
@@ -47,6 +50,7 @@ def _unused_parts(data: bytes) -> list:
     from migrator.analysis.collect import collect, node_tables
     from migrator.analysis.ddp_options import unused_poolers
     from migrator.analysis.unused_heads import unused_heads
+    from migrator.analysis.unused_layers import unused_layers
 
     try:
         module = cst.parse_module(data)
@@ -54,4 +58,7 @@ def _unused_parts(data: bytes) -> list:
         return []
     parents = node_tables(module).parents
     facts = collect(module)
-    return [*unused_poolers(facts, parents.get, built_elsewhere=True), *unused_heads(facts, parents.get, built_elsewhere=True)]
+    return [
+        *unused_poolers(facts, parents.get, built_elsewhere=True), *unused_heads(facts, parents.get, built_elsewhere=True),
+        *unused_layers(facts, module, built_elsewhere=True),
+    ]

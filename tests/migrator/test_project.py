@@ -2830,3 +2830,41 @@ def test_the_checkpoint_method_of_a_class_given_the_accelerator_is_not_named_at_
     assert "accelerator.save(" in results["trainer.py"].after, results["trainer.py"].after
     assert "Trainer(model, optimizer, loader, accelerator=accelerator)" in results["main.py"].after
     assert not [f for f in results["main.py"].findings if f.code == "AM517"], results["main.py"].findings
+
+
+def test_a_layer_a_model_class_of_another_file_never_uses_gives_the_accelerator_the_option(tmp_path) -> None:
+    """SR-GNN's `GNN` (model.py) builds `self.linear_edge_f` and never uses it; train.py
+    builds the model. Under DDP the second step stops waiting for its gradients: the
+    Accelerator train.py gets is created with find_unused_parameters=True, and AM228
+    says why at the call that builds the model."""
+    model = textwrap.dedent('''\
+        from torch import nn
+
+
+        class GNN(nn.Module):
+            def __init__(self, h):
+                super().__init__()
+                self.linear_in = nn.Linear(h, h)
+                self.linear_edge_f = nn.Linear(h, h)
+
+            def forward(self, x):
+                return self.linear_in(x)
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from model import GNN
+
+        model = GNN(4)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=2)
+        for x in loader:
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "model.py": model})
+    results = _results([root])
+    assert "DistributedDataParallelKwargs(find_unused_parameters=True)" in results["train.py"].after
+    named = [f for f in results["train.py"].findings if f.code == "AM228"]
+    assert len(named) == 1 and "`self.linear_edge_f` of `GNN`" in named[0].message, results["train.py"].findings
+    assert not results["model.py"].changed
