@@ -61,12 +61,15 @@ class LogFileOnEveryProcess(Rule):
     path built from the process's rank is not reported.
 
     In a file that gets no Accelerator but whose functions the run calls on every process
-    (a `setup_logging()` of a config module), the handler is reported and left as written.
+    (a `setup_logging()` of a config module), the handler is reported and left as written;
+    where its path is built from the function's parameters, the finding holds only where
+    the callers hand every process the same path, and says so (a caller drawing a run
+    folder at random gives each process its own).
     """
 
     code = "AM519"
     name = "log-file-on-every-process"
-    message = "`{call}` makes every process append to `{path}`: each record is written N times, interleaved; configure it on the main process only{note}"
+    message = "`{call}` makes every process append to `{path}`{when}: each record is written N times, interleaved; configure it on the main process only{note}"
     fix_title = "Configure the log file under `if accelerator.is_main_process:`"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -132,9 +135,11 @@ class LogFileOnEveryProcess(Rule):
                 continue
             if shared and not run_by_other_files(analysis, call, self.ctx.config.run_callers):
                 continue
-            fields = {"call": f"{cst.Module([]).code_for_node(call.func)}(...)", "path": text if len(text) <= 40 else "the file"}
+            fields = {"call": f"{cst.Module([]).code_for_node(call.func)}(...)", "path": text if len(text) <= 40 else "the file", "when": ""}
             line = self._own_line(call)
             if shared:
+                if path is not None and self._from_parameter(call, path):  # the callers choose the path: one per process is theirs to pick
+                    fields["when"] = " where the callers hand every process the same path"
                 self.report(call, note=_ELSEWHERE, **fields)
                 continue
             accelerator = analysis.accelerator_at(call)
@@ -145,8 +150,35 @@ class LogFileOnEveryProcess(Rule):
             else:
                 self.report(call, note="", **fields)
 
+    def _from_parameter(self, call: cst.Call, path: cst.BaseExpression) -> bool:
+        """The path is built from a parameter of the function around the call
+        (`get_logger(logdir)` → `FileHandler(file_path)`, `file_path = os.path.join(logdir, ...)`)."""
+        function = self.analysis.branches.function_of(call)
+        if function is None:
+            return False
+        params = {p.name.value for p in function.params.params if p.name.value != "self"}
+        names = {n.value for n in _names(path)}
+        for _ in range(3):  # through the names the path is built from, in the function
+            names |= {
+                n.value for b in self.analysis.facts.bindings
+                if b.name in names and b.value is not None and self.analysis.branches.function_of(b.statement) is function
+                for n in _names(b.value)
+            }
+        return bool(names & params)
+
     def _own_line(self, call: cst.Call) -> cst.SimpleStatementLine | None:
         """The line when the call is its one statement, whose result nothing keeps."""
         expr = self.analysis.parent(call)
         line = self.analysis.parent(expr) if isinstance(expr, cst.Expr) else None
         return line if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+
+
+def _names(node: cst.CSTNode) -> list[cst.Name]:
+    found: list[cst.Name] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            found.append(n)
+
+    node.visit(_Find())
+    return found

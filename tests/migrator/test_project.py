@@ -2454,6 +2454,8 @@ def test_code_other_files_call_reports_what_runs_on_every_process(tmp_path) -> N
     assert results["models.py"].after == factory
     handlers = [f for f in results["settings.py"].findings if f.code == "AM519"]
     assert [f.start.line for f in handlers] == [5], results["settings.py"].findings
+    # the path comes from the caller (`folder`): one per process would be the caller's choice
+    assert "`folder + \"/run.log\"` where the callers hand every process the same path" in handlers[0].message, handlers
 
 
 def test_a_base_of_a_base_of_the_trainer_is_code_the_run_calls(tmp_path) -> None:
