@@ -176,8 +176,8 @@ def _instance_methods(source: bytes, f: FileIndex, files: dict[str, FileIndex]) 
 
 
 def instance_method_calls(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> set[tuple[str, tuple[str, str], str]]:
-    """Each `name.method(...)` this file calls on an instance of the run's classes:
-    (name, (path, class), method)."""
+    """Each `name.method(...)` this file calls on an instance of the run's classes, and
+    `name(...)` (its `__call__`: `early_stopping(loss, model)`): (name, (path, class), method)."""
     instances = instances_of(source, f, files)
     if not instances:
         return set()
@@ -187,6 +187,8 @@ def instance_method_calls(source: bytes, f: FileIndex, files: dict[str, FileInde
         func = node.func if isinstance(node, ast.Call) else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in instances:
             found.add((func.value.id, instances[func.value.id], func.attr))
+        elif isinstance(func, ast.Name) and func.id in instances:
+            found.add((func.id, instances[func.id], "__call__"))
     return found
 
 

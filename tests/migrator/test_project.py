@@ -2870,3 +2870,44 @@ def test_a_layer_a_model_class_of_another_file_never_uses_gives_the_accelerator_
     named = [f for f in results["train.py"].findings if f.code == "AM228"]
     assert len(named) == 1 and "`self.linear_edge_f` of `GNN`" in named[0].message, results["train.py"].findings
     assert not results["model.py"].changed
+
+
+def test_calling_an_instance_runs_its_class_call_method_in_code_other_files_call(tmp_path) -> None:
+    """ConvLSTM-PyTorch's `early_stopping(valid_loss, model_dict, epoch, save_dir)` runs
+    `EarlyStopping.__call__` (earlystopping.py), whose `save_checkpoint` torch.saves on every
+    process: calling the instance itself counts as calling `__call__`, so the save is named."""
+    stopper = textwrap.dedent('''\
+        import torch
+
+
+        class EarlyStopping:
+            def __init__(self, patience, **options):  # takes no `accelerator`: not threaded
+                self.patience, self.best, self.options = patience, None, options
+
+            def __call__(self, loss):
+                if self.best is None or loss < self.best:
+                    self.best = loss
+                    self.save_checkpoint({"loss": loss})
+
+            def save_checkpoint(self, state):
+                torch.save(state, "best.pt")
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from earlystopping import EarlyStopping
+
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        stopper = EarlyStopping(3)
+        for x in torch.utils.data.DataLoader(torch.randn(8, 4), batch_size=2):
+            optimizer.zero_grad()
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+            stopper(loss.item())
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "earlystopping.py": stopper})
+    results = _results([root])
+    saves = [f for f in results["earlystopping.py"].findings if f.code == "AM510"]
+    assert [f.start.line for f in saves] == [14], results["earlystopping.py"].findings
+    assert "other files of the run call this code" in saves[0].message and not results["earlystopping.py"].changed
