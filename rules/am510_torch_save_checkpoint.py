@@ -13,7 +13,8 @@ from migrator.rule import Example, FixAvailability, Rule
 
 _ELSEWHERE = (
     f" ({RUN_CALLS_IT}, and this file gets no Accelerator, which may not exist yet when it runs: "
-    "save on one process only, at the call or here (for example when `int(os.environ.get('RANK', 0)) == 0`))"
+    "save on one process only, at the call or here (for example when `int(os.environ.get('RANK', 0)) == 0`), and "
+    "save the unwrapped model (`model.module` of a prepared one): its keys then load into a plain model)"
 )
 
 

@@ -148,14 +148,19 @@ class FileWrittenOnEveryProcess(Rule):
         self._checkpoint_methods(savers)
         gated: list[tuple[cst.Call, cst.BaseStatement, dict]] = []
         self._model_arguments: set[int] = set()
+        # a launched script driving a model object writes its own files on every process too
+        driving = bool(self.ctx.config.project_drives) and not analysis.accelerator_names
         for fact in analysis.facts.calls:
-            found = self._helper_write(fact, helpers) if not analysis.migrating else self._write(fact) or self._helper_write(fact, helpers)
+            own = analysis.migrating or driving
+            found = self._write(fact) or self._helper_write(fact, helpers) if own else self._helper_write(fact, helpers)
             if found is None:
                 continue
             call, path, statement, shown = found
             if per_process_path(analysis, path) or self._main_only(call):
                 continue
             why, wait = self._why_not(call, path, statement)
+            if why is not None and not analysis.migrating:  # a launched script driving a model object of the run
+                why = "this script gets no Accelerator until it is migrated with the model object it drives; write it on the main process then"
             fields = {"call": shown, "path": _short(path) if path is not call else "a file",
                       "consequence": self._consequence(path) if path is not call else _SAME_FILE}
             if why is not None:

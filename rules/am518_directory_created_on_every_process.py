@@ -145,10 +145,11 @@ class DirectoryCreatedOnEveryProcess(Rule):
             if isinstance(path, (cst.List, cst.Tuple)) and path.elements and len(text) > 40:
                 text = cst.Module([]).code_for_node(path.elements[0].value).strip()  # the first of several
             shown = f"`{text}`" if text and len(text) <= 40 else "the folder it makes"
-            note = (
-                f" (left as written: {where} has no `exist_ok=True`, in a file this run only reads; pass it "
-                "there, or make this call on one process before the others)"
+            then = (
+                "" if self.analysis.accelerator_at(call) is None
+                else f", or make this call under `with {self.analysis.accelerator_at(call)}.main_process_first():`"
             )
+            note = f" (left as written: {where} has no `exist_ok=True`, in a file this run only reads; pass it there{then})"
             self.report(call, note=note, call=f"{dotted_name(call.func)}()", path=shown)
 
     def _cleared_first(self, call: cst.Call, path: str) -> bool:

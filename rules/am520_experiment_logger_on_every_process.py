@@ -95,7 +95,9 @@ class ExperimentLoggerOnEveryProcess(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
-        if not analysis.migrating:
+        # a launched script driving a model object of the run (`trainer.gen_update(...)`) runs on every process
+        driving = bool(self.ctx.config.project_drives) and not analysis.accelerator_names
+        if not analysis.migrating and not driving:
             return
         project = set(self.ctx.config.project_loggers)  # another file's class keeping a writer
         for fact in analysis.facts.calls:

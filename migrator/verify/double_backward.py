@@ -86,7 +86,11 @@ def _backwards_of_one_forward(pair: Pair, models: set[str]) -> Iterator[Problem]
         # gradients cleared between the two (`opt_D.zero_grad()`): the first loss's share of what the
         # second steps is thrown away (a GAN's generator loss reaching the discriminator), so one sum would differ
         cleared = any(last(call_name(c)) == "zero_grad" and first.lineno < c.lineno < second.lineno for c in program.calls)
-        remedy = "run a forward for each backward" if cleared else "add the losses into one backward, or run a forward for each"
+        remedy = (
+            "run a forward for each backward (where a part of the module gets no gradient from one of them, a "
+            "generator detached in the discriminator's loss, prepare the parts as separate models, or add "
+            "`find_unused_parameters=True`)"
+        ) if cleared else "add the losses into one backward, or run a forward for each"
         yield pair.at_after(
             CODE, second,
             f"left as written: this backward and the one on line {pair.original_line(first.lineno)} both go through "

@@ -88,13 +88,16 @@ def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str, bool
         whose = f"the model `{name}` returns" if name.endswith("()") else f"`{name}`"
         findings_of = f"the classes `{name}` returns" if name.endswith("()") else where
         loader = _drawn_from(program, line)
-        batches = f"; the loop here draws its batches from `{loader}`: prepare it with them" if loader else ""
-        others = sorted(n for n in program.loader_names if n != (loader or "").rsplit(".", 1)[-1] and _iterated_here(program, n))
+        each = "them all" if loader and "`, `" in loader else "it"
+        batches = f"; the loop here draws its batches from `{loader}`: prepare {each} with them" if loader else ""
+        drawn = {last(n) for n in (loader or "").split("`, `")}
+        others = sorted(n for n in program.loader_names if n not in drawn and _iterated_here(program, n))
         if loader and others:
             shown = ", ".join(f"`{n}`" for n in others[:4])
             batches += (
-                f" ({shown}: as written every process reads {'each' if len(others) > 1 else 'it'} whole; prepared, "
-                "gather what is measured there, or the metrics and a plateau scheduler see one share per process)"
+                f" ({shown}: as written each process reads {'them' if len(others) > 1 else 'it'} on its own, a shuffled "
+                "one in its own order; prepared, gather what is measured there, or the metrics and a plateau scheduler "
+                "see one share per process)"
             )
         out.append(Problem(
             CODE, line, col,
@@ -117,8 +120,22 @@ def _drawn_from(program: Program, line: int) -> str | None:
     if not loops:
         return None
     loop = max(loops, key=lambda n: n.lineno)
+    source = loop.iter
+    while isinstance(source, ast.Call) and last(call_name(source)) in ("enumerate", "tqdm") and source.args:
+        source = source.args[0]
+    if isinstance(source, ast.Call) and last(call_name(source)) == "zip":  # MUNIT's zip(train_loader_a, train_loader_b)
+        names = [dotted(a) for a in source.args]
+        if names and all(n is not None and _a_loader(program, n) for n in names):
+            return "`, `".join(names)  # type: ignore[arg-type]
+        return None
     name = iterated(loop.iter)
-    return name if name is not None and program.is_loader(name) else None
+    return name if name is not None and _a_loader(program, name) else None
+
+
+def _a_loader(program: Program, name: str) -> bool:
+    """A DataLoader this file builds, or one a helper of the run hands it, named as one
+    (`train_loader_a` from `get_all_data_loaders(config)`)."""
+    return program.is_loader(name) or "loader" in last(name).lower()
 
 
 def _iterated_here(program: Program, name: str) -> bool:
