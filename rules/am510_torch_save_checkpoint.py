@@ -11,11 +11,9 @@ from migrator.edits import Edit, Fix, insert_after, insert_before, replace
 from migrator.rule import Example, FixAvailability, Rule
 
 
-_ELSEWHERE = (
-    f" ({RUN_CALLS_IT}, and this file gets no Accelerator, which may not exist yet when it runs: "
-    "save on one process only, at the call or here (for example when `int(os.environ.get('RANK', 0)) == 0`), and "
-    "save the unwrapped model (`model.module` of a prepared one): its keys then load into a plain model)"
-)
+_ELSEWHERE = f" ({RUN_CALLS_IT}, and this file gets no Accelerator, which may not exist yet when it runs: "
+_ONE_PROCESS = "(for example when `int(os.environ.get('RANK', 0)) == 0`)"
+_COPIES = ("shutil.copy", "shutil.copyfile", "shutil.copy2", "shutil.move", "os.rename", "os.replace")
 
 
 class TorchSaveCheckpoint(Rule):
@@ -151,7 +149,54 @@ class TorchSaveCheckpoint(Rule):
             if branches.branch_of(call) is not None or branches.runs_only_on_main(call):
                 continue
             if run_by_other_files(analysis, call, self.ctx.config.run_callers):
-                self.report(call, wrapped="", audience="writes from every process", note=_ELSEWHERE)
+                self.report(call, wrapped="", audience="writes from every process", note=self._elsewhere_note(save))
+
+    def _elsewhere_note(self, save: Save) -> str:
+        """What to do where no Accelerator exists: a file read back in the same function
+        is a cache (MUNIT's `load_vgg16`, JointBERT's cached features), which one process
+        builds while the others wait; a copy after the save (`shutil.copyfile(path, best)`)
+        must move with it; a model handed in (`model.state_dict()` of a parameter) is saved
+        unwrapped, so its keys load into a plain model."""
+        analysis = self.analysis
+        call = save.call
+        function = analysis.branches.function_of(call)
+        path = cst.Module([]).code_for_node(call.args[1].value).strip() if len(call.args) > 1 else None
+        same_function = [c for c in analysis.facts.calls if analysis.branches.function_of(c.node) is function]
+        if path is not None and any(
+            c.qualified == "torch.load" and c.node.args and cst.Module([]).code_for_node(c.node.args[0].value).strip() == path
+            for c in same_function
+        ):
+            return (
+                f"{_ELSEWHERE}the file is read back here, a cache: let one process {_ONE_PROCESS} build and save it "
+                "while the others wait, then every process loads it)"
+            )
+        copies = any(
+            (c.qualified or "") in _COPIES and analysis.order(c.node) > analysis.order(call) for c in same_function
+        )
+        where = ": gate the call, or this whole function with what it copies after the save" if copies else ", at the call or here"
+        saved = cst.Module([]).code_for_node(call.args[0].value) if call.args else ""
+        handed = self._handed_model(call, function)
+        unwrap = (
+            ", and save the unwrapped model (`model.module` of a prepared one): its keys then load into a plain model"
+            if handed and not any(w in saved for w in ("module", "unwrap", "without_ddp")) else ""
+        )
+        return f"{_ELSEWHERE}save on one process only{where} {_ONE_PROCESS}{unwrap})"
+
+    def _handed_model(self, call: cst.Call, function: cst.FunctionDef | None) -> bool:
+        """The save takes `x.state_dict()` of a parameter of its function or of an attribute
+        of `self` (a model a caller hands in), not of a model made here."""
+        if function is None or not call.args:
+            return False
+        params = {p.name.value for p in function.params.params}
+        for node in _calls_in(call.args[0].value):
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "state_dict":
+                root = func.value
+                while isinstance(root, (cst.Attribute, cst.Call)):  # `network.cpu().state_dict()`
+                    root = root.value if isinstance(root, cst.Attribute) else root.func
+                if isinstance(root, cst.Name) and root.value in params:
+                    return True
+        return False
 
     def _audience(self, save: Save) -> str:
         """Under a main-process guard the save already runs once: what is left is the wrap."""
@@ -307,3 +352,14 @@ class _Swap(cst.CSTTransformer):
 
     def on_leave(self, original_node, updated_node):  # type: ignore[override]
         return self._table.get(id(original_node), updated_node)
+
+
+def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    found: list[cst.Call] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            found.append(n)
+
+    node.visit(_Find())
+    return found

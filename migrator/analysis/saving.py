@@ -28,6 +28,9 @@ _WRITERS = {"torch.save", "safetensors.torch.save_file", "safetensors.torch.save
 _TEMPORARY = {
     "tempfile.TemporaryDirectory", "tempfile.mkdtemp", "tempfile.NamedTemporaryFile",
     "tempfile.mkstemp", "tempfile.TemporaryFile", "tempfile.SpooledTemporaryFile",
+    # a buffer in the process's memory (deit's EMA copy: `torch.save(state, buf)`, then
+    # `torch.load(buf)`): saved on the main process only, the others would read it empty
+    "io.BytesIO", "io.StringIO",
 }
 _BLOCK_OWNERS = (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Try, cst.Module)
 
@@ -74,8 +77,8 @@ _PER_PROCESS = ("rank", "process_index", "local_process_index")
 def per_process_path(analysis: "ScriptAnalysis", path: cst.BaseExpression) -> bool:
     """A path that names a different file on every process: built from the rank, or
     inside a temporary directory each process makes for itself (`with TemporaryDirectory()
-    as d: p = os.path.join(d, "best.pt")`). Saving there once, on the main process, would
-    leave the others nothing to load back."""
+    as d: p = os.path.join(d, "best.pt")`), or a buffer in its memory (`io.BytesIO()`).
+    Saving there once, on the main process, would leave the others nothing to load back."""
     text = cst.Module([]).code_for_node(path)
     if any(word in text for word in _PER_PROCESS):
         return True

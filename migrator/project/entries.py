@@ -141,8 +141,8 @@ def called_elsewhere(sources: dict[str, bytes], files: dict[str, FileIndex]) -> 
     never prepares) need not be what the other files hand them."""
     out: dict[str, set[str]] = {}
     for path, f in files.items():
-        for c in f.calls:
-            if c.target[0] != path and c.target[0] in files:
+        for c in f.calls:  # a call only the main process makes does not run the code on every process
+            if c.target[0] != path and c.target[0] in files and not c.main_only:
                 out.setdefault(c.target[0], set()).add(c.target[1])
         for target, method in _instance_methods(sources.get(path, b""), f, files):
             if target[0] != path and target[0] in files:

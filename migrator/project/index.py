@@ -802,12 +802,24 @@ _MAIN_TESTS = ("is_main_process", "is_local_main_process")
 
 def _under_main_tests(tree: ast.Module) -> set[int]:
     """The calls in the body of an `if accelerator.is_main_process:` (a migrated file's
-    guard): only the main process makes them."""
+    guard) or `if dist.get_rank() == 0:`: only the main process makes them."""
     out: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Attribute) and node.test.attr in _MAIN_TESTS:
+        if isinstance(node, ast.If) and (isinstance(node.test, ast.Attribute) and node.test.attr in _MAIN_TESTS or _rank_zero(node.test)):
             out |= {id(n) for statement in node.body for n in ast.walk(statement) if isinstance(n, ast.Call)}
     return out
+
+
+def _rank_zero(test: ast.expr) -> bool:
+    """`dist.get_rank() == 0`, `args.local_rank == 0`, also as a term of an `and` (Swin's
+    `if dist.get_rank() == 0 and epoch % freq == 0:` around its checkpoint save)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return any(_rank_zero(v) for v in test.values)
+    return (
+        isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+        and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value == 0
+        and "rank" in ast.unparse(test.left).lower()
+    )
 
 
 def _index_file(

@@ -2911,3 +2911,57 @@ def test_calling_an_instance_runs_its_class_call_method_in_code_other_files_call
     saves = [f for f in results["earlystopping.py"].findings if f.code == "AM510"]
     assert [f.start.line for f in saves] == [14], results["earlystopping.py"].findings
     assert "other files of the run call this code" in saves[0].message and not results["earlystopping.py"].changed
+
+
+def test_what_a_save_in_code_the_run_calls_needs_depends_on_what_follows_it(tmp_path) -> None:
+    """Readers R3 (twenty-first session): a save followed by a copy to `best.pt` is gated
+    with its copy; a file read back in the same function is a cache one process builds
+    while the others wait (MUNIT's load_vgg16, JointBERT's features); a save into an
+    in-memory buffer (deit's EMA copy) is each process's own, and not named at all."""
+    utils = textwrap.dedent('''\
+        import io
+        import os
+        import shutil
+
+        import torch
+
+
+        def save_checkpoint(state, is_best, path, **options):  # no `accelerator` to take: left as written
+            torch.save(state, path)
+            if is_best:
+                shutil.copyfile(path, "best.pt")
+
+
+        def cached_features(path, **options):
+            if os.path.exists(path):
+                return torch.load(path)
+            features = torch.randn(4, 4)
+            torch.save(features, path)
+            return features
+
+
+        def snapshot(state, **options):
+            buffer = io.BytesIO()
+            torch.save(state, buffer)
+            buffer.seek(0)
+            return torch.load(buffer)
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        import utils
+
+        features = utils.cached_features("features.pt")
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x in torch.utils.data.DataLoader(features, batch_size=2):
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+            best = utils.snapshot(model.state_dict())
+        utils.save_checkpoint({"model": model.state_dict()}, True, "last.pt")
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "utils.py": utils})
+    found = {f.start.line: f.message for f in _results([root])["utils.py"].findings if f.code == "AM510"}
+    assert sorted(found) == [9, 18], found
+    assert "gate the call, or this whole function with what it copies after the save" in found[9]
+    assert "the file is read back here, a cache" in found[18]
