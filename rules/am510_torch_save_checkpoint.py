@@ -194,8 +194,8 @@ class TorchSaveCheckpoint(Rule):
                 root = func.value
                 while isinstance(root, (cst.Attribute, cst.Call)):  # `network.cpu().state_dict()`
                     root = root.value if isinstance(root, cst.Attribute) else root.func
-                if isinstance(root, cst.Name) and root.value in params:
-                    return True
+                if isinstance(root, cst.Name) and (root.value in params or root.value == "self"):
+                    return True  # a parameter, or what the object keeps (a base trainer's `self.model`)
         return False
 
     def _audience(self, save: Save) -> str:
