@@ -42,8 +42,6 @@ def saver_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[
     out: dict[str, set[tuple[str, str, str]]] = {}
     for path, f in files.items():
         data = sources.get(path, b"")
-        if b".save" not in data:
-            continue
         instances = _instances(data, f, files)
         if not instances:
             continue
