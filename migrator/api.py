@@ -257,6 +257,9 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         }
     if "project_dir_makers" in wanted:  # helpers of files the run only reads
         found["project_dir_makers"] = project.dir_maker_calls(sources, files, read_only)
+    if "project_writers" in wanted:  # helpers only the run's own files call: their callers gate them
+        found["project_gated_writers"] = project.writers_callers_gate(sources, files, read_only)
+        wanted.append("project_gated_writers")
     if "project_roles" in wanted:
         found["project_roles"] = project.role_calls(sources, files, read_only)
         found["project_members"] = project.member_calls(files, read_only)

@@ -71,6 +71,7 @@ class Config:
     project_called_any: tuple[str, ...] = ()  # the same, counting files around the run too (a required parameter breaks them)
     project_dir_makers: tuple[tuple[str, str, int], ...] = ()  # calls of helpers of files the run only reads that create a folder racily: (spelling, where, position of the path or -1) (project/dir_makers.py)
     project_savers: tuple[tuple[str, str, str], ...] = ()  # calls of methods of the run's model objects that torch.save on every call: (spelling, where, the call that made the object) (project/savers.py)
+    project_gated_writers: tuple[str, ...] = ()  # own functions that only write, called only by files of the run (their AM517) (project/writers.py)
     project_writers: tuple[tuple[str, int], ...] = ()  # calls of other files' helpers that only write a file: (spelling, path position or -1)
     project_enters: tuple[str, ...] = ()  # calls of other files' classes/functions that create the Accelerator themselves
     project_meters: tuple[str, ...] = ()  # calls of other files' running-meter classes (project/meters.py)

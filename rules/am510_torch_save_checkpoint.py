@@ -72,7 +72,9 @@ class TorchSaveCheckpoint(Rule):
 
     In a file that gets no Accelerator but whose code other files of the run call on every
     process (a base class's `save_network`, a checkpoint method of a class the launched
-    script drives), the save is reported and left as written.
+    script drives), the save is reported and left as written; a helper that only writes, which
+    only files of the run call, is named at those calls instead (AM517 gates or names them).
+    A save into an in-memory buffer (`io.BytesIO()`) is each process's own and left alone.
     """
 
     code = "AM510"
@@ -144,9 +146,13 @@ class TorchSaveCheckpoint(Rule):
         base class): each process writes the file. Named, left as written."""
         analysis = self.analysis
         branches = analysis.branches
+        gated = set(self.ctx.config.project_gated_writers)  # their callers' AM517 gates or names each call
         for save in saves(analysis):
             call = save.call
             if branches.branch_of(call) is not None or branches.runs_only_on_main(call):
+                continue
+            function = branches.function_of(call)
+            if function is not None and function.name.value in gated and id(function) not in analysis.facts.method_of:
                 continue
             if run_by_other_files(analysis, call, self.ctx.config.run_callers):
                 self.report(call, wrapped="", audience="writes from every process", note=self._elsewhere_note(save))

@@ -52,6 +52,31 @@ def writer_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict
     return {path: tuple(sorted(calls)) for path, calls in out.items() if calls}
 
 
+def writers_callers_gate(sources: dict[str, bytes], files: dict[str, FileIndex], read_only: frozenset[str]) -> dict[str, tuple[str, ...]]:
+    """For each file: its functions that only write a file and that only files of the run
+    itself call (none it merely reads). Each such call is the caller's AM517 (gated on the
+    main process, or named there), so the helper's own torch.save is not named again as
+    code other files run on every process (SRGAN's save_checkpoint, gated by the migrated
+    train_gan.py)."""
+    out: dict[str, set[str]] = {}
+    callers: dict[tuple[str, str], set[str]] = {}
+    for path, f in files.items():
+        for call in f.calls:
+            if call.target[0] != path:
+                callers.setdefault(call.target, set()).add(path)
+    for (path, name), who in callers.items():
+        if path not in files or who & read_only or name not in files[path].functions or files[path].functions[name].is_class:
+            continue
+        try:
+            tree = ast.parse(sources[path])
+        except (SyntaxError, ValueError, KeyError):
+            continue
+        node = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+        if node is not None and only_writes(node) is not None:
+            out.setdefault(path, set()).add(name)
+    return {path: tuple(sorted(names)) for path, names in out.items()}
+
+
 def _writing_methods(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[tuple[str, str, str], int]:
     """(file, class, method) → the position (less `self`) of the path it opens, or -1, for
     the methods of the run's classes that only write a file."""

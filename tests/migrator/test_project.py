@@ -2917,7 +2917,8 @@ def test_what_a_save_in_code_the_run_calls_needs_depends_on_what_follows_it(tmp_
     """Readers R3 (twenty-first session): a save followed by a copy to `best.pt` is gated
     with its copy; a file read back in the same function is a cache one process builds
     while the others wait (MUNIT's load_vgg16, JointBERT's features); a save into an
-    in-memory buffer (deit's EMA copy) is each process's own, and not named at all."""
+    in-memory buffer (deit's EMA copy) is each process's own, and not named at all; a helper
+    that only writes, called by files of the run alone, is named at their calls (AM517)."""
     utils = textwrap.dedent('''\
         import io
         import os
@@ -2930,6 +2931,7 @@ def test_what_a_save_in_code_the_run_calls_needs_depends_on_what_follows_it(tmp_
             torch.save(state, path)
             if is_best:
                 shutil.copyfile(path, "best.pt")
+            os.makedirs("logs", exist_ok=True)
 
 
         def cached_features(path, **options):
@@ -2945,6 +2947,15 @@ def test_what_a_save_in_code_the_run_calls_needs_depends_on_what_follows_it(tmp_
             torch.save(state, buffer)
             buffer.seek(0)
             return torch.load(buffer)
+
+
+        def save_state(state, path, **options):
+            torch.save(state, path)
+
+
+        def write_note(path, text, **options):
+            with open(path, "a") as f:
+                f.write(text)
     ''')
     train = textwrap.dedent('''\
         import torch
@@ -2959,9 +2970,13 @@ def test_what_a_save_in_code_the_run_calls_needs_depends_on_what_follows_it(tmp_
             optimizer.step()
             best = utils.snapshot(model.state_dict())
         utils.save_checkpoint({"model": model.state_dict()}, True, "last.pt")
+        utils.save_state({"model": model.state_dict()}, "state.pt")
     ''')
     root = _project(tmp_path, **{"train.py": train, "utils.py": utils})
-    found = {f.start.line: f.message for f in _results([root])["utils.py"].findings if f.code == "AM510"}
-    assert sorted(found) == [9, 18], found
+    results = _results([root])
+    found = {f.start.line: f.message for f in results["utils.py"].findings if f.code == "AM510"}
+    # save_state only writes and only train.py, a file of the run, calls it: train.py's AM517 says it there
+    assert sorted(found) == [9, 19], found
+    assert [f.start.line for f in results["train.py"].findings if f.code == "AM517" and "save_state" in f.message] == [13]
     assert "gate the call, or this whole function with what it copies after the save" in found[9]
-    assert "the file is read back here, a cache" in found[18]
+    assert "the file is read back here, a cache" in found[19]
