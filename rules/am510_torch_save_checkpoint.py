@@ -194,8 +194,8 @@ class TorchSaveCheckpoint(Rule):
         if function is None or not call.args:
             return False
         params = {p.name.value for p in function.params.params}
-        for node in _calls_in(call.args[0].value):
-            func = node.func
+        for node in descendants(call.args[0].value):
+            func = node.func if isinstance(node, cst.Call) else None
             if isinstance(func, cst.Attribute) and func.attr.value == "state_dict":
                 root = func.value
                 while isinstance(root, (cst.Attribute, cst.Call)):  # `network.cpu().state_dict()`
@@ -358,14 +358,3 @@ class _Swap(cst.CSTTransformer):
 
     def on_leave(self, original_node, updated_node):  # type: ignore[override]
         return self._table.get(id(original_node), updated_node)
-
-
-def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
-    found: list[cst.Call] = []
-
-    class _Find(cst.CSTVisitor):
-        def visit_Call(self, n: cst.Call) -> None:
-            found.append(n)
-
-    node.visit(_Find())
-    return found

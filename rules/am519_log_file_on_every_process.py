@@ -6,6 +6,7 @@ import libcst as cst
 
 from migrator.analysis import dotted_name
 from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
+from migrator.analysis.walk import descendants
 from migrator.cst import wrap_statements
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -157,12 +158,12 @@ class LogFileOnEveryProcess(Rule):
         if function is None:
             return False
         params = {p.name.value for p in function.params.params if p.name.value != "self"}
-        names = {n.value for n in _names(path)}
+        names = {n.value for n in descendants(path) if isinstance(n, cst.Name)}
         for _ in range(3):  # through the names the path is built from, in the function
             names |= {
                 n.value for b in self.analysis.facts.bindings
                 if b.name in names and b.value is not None and self.analysis.branches.function_of(b.statement) is function
-                for n in _names(b.value)
+                for n in descendants(b.value) if isinstance(n, cst.Name)
             }
         return bool(names & params)
 
@@ -171,14 +172,3 @@ class LogFileOnEveryProcess(Rule):
         expr = self.analysis.parent(call)
         line = self.analysis.parent(expr) if isinstance(expr, cst.Expr) else None
         return line if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
-
-
-def _names(node: cst.CSTNode) -> list[cst.Name]:
-    found: list[cst.Name] = []
-
-    class _Find(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            found.append(n)
-
-    node.visit(_Find())
-    return found

@@ -26,7 +26,7 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
     the other file, the function or class), in the order of the file."""
     out = {}
     methods_of: dict[tuple[str, str], set[str]] = {}  # each class of the run parsed once
-    trees = _Trees(sources)
+    trees = Trees(sources)
 
     def training_methods(target: tuple[str, str]) -> set[str]:
         if target not in methods_of:
@@ -122,7 +122,7 @@ def _inherited_steps(tree: ast.Module, subclasses: dict[tuple[str, str], str], t
     return found
 
 
-class _Trees(dict):
+class Trees(dict):
     """The run's files parsed on first use (None: not Python 3)."""
 
     def __init__(self, sources: dict[str, bytes]) -> None:

@@ -16,6 +16,7 @@ import ast
 import os
 
 from migrator.project.dir_makers import guarded_walk
+from migrator.project.drives import Trees
 from migrator.project.entries import instances_of
 from migrator.project.index import FileIndex, torch_saves
 
@@ -29,7 +30,8 @@ def saver_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[
     the instance: a class the run gives the Accelerator saves once itself). A method that
     also trains (`trainer.train()` saving each epoch) is its class's business, not its
     caller's: the caller cannot run it on one process."""
-    classes = _classes(sources, files)
+    trees = Trees(sources)  # each file parsed once, for its classes and for its calls
+    classes = _classes(trees, sources, files)
     if not classes:
         return {}
     methods = {
@@ -41,11 +43,11 @@ def saver_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[
     training = _closure(classes, files, methods, _trains)
     out: dict[str, set[tuple[str, str, str]]] = {}
     for path, f in files.items():
-        data = sources.get(path, b"")
-        instances = _instances(data, f, files)
+        tree = trees[path]
+        instances = _instances(sources.get(path, b""), tree, f, files) if tree is not None else {}
         if not instances:
             continue
-        for node in ast.walk(ast.parse(data)):
+        for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             receiver, method = node.func.value, node.func.attr
@@ -70,16 +72,12 @@ def _trains(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("backward", "step")
 
 
-def _classes(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[tuple[str, str], ast.ClassDef]:
+def _classes(trees: Trees, sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[tuple[str, str], ast.ClassDef]:
     out = {}
-    for path, f in files.items():
-        if b"class " not in sources.get(path, b""):
-            continue
-        try:
-            tree = ast.parse(sources.get(path, b""))
-        except (SyntaxError, ValueError):
-            continue
-        out.update({(path, n.name): n for n in tree.body if isinstance(n, ast.ClassDef)})
+    for path in files:
+        tree = trees[path] if b"class " in sources.get(path, b"") else None
+        if tree is not None:
+            out.update({(path, n.name): n for n in tree.body if isinstance(n, ast.ClassDef)})
     return out
 
 
@@ -129,7 +127,7 @@ def _closure(classes, files, methods: dict[Method, ast.FunctionDef], does) -> di
     return found
 
 
-def _instances(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> dict[str, tuple[str, list[tuple[str, str]]]]:
+def _instances(source: bytes, tree: ast.Module, f: FileIndex, files: dict[str, FileIndex]) -> dict[str, tuple[str, list[tuple[str, str]]]]:
     """Names bound to instances of the run's classes, with the call that made them:
     `solver = Solver(...)`, and `model = create_model(opt)` for each class the factory may
     return."""
@@ -142,7 +140,7 @@ def _instances(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> dict
     bound = {**f.instances, **instances_of(source, f, files)}  # the index's `x = f(...)`, and `x = Cls(...).cuda()`
     factories = {c.spelling: c.target for c in f.calls if made(c.target) != [c.target]}
     if factories:  # `model = create_model(opt)`, bound again later (`model, opt = amp.initialize(model, ...)`)
-        for node in ast.walk(ast.parse(source)):
+        for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 called = ast.unparse(node.value.func) if isinstance(node.value, ast.Call) else ""
                 if called in factories:
