@@ -210,10 +210,10 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_unused": (b"transformers", b"torchvision", b"nn."), "project_distribution": (b"init_process_group", b"get_rank", b"DataParallel", b"FileHandler", b"basicConfig"),
         "project_roles": (b"import",), "project_downloads": (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo"), "project_meters": (b".update(",),
         "project_entered": (b"import",), "project_states": (b"state_dict",),
-        "project_enters": (b"import",), "project_called": (b"import",), "project_called_any": (b"import",), "project_writers": (b"open(",),
+        "project_enters": (b"import",), "project_called": (b"import",), "project_called_any": (b"import",), "project_writers": (b"open(", b"save(", b"save_image", b"copy"),
         "project_loggers": (b"Writer(",), "project_inherits": (b"class ",), "project_bases": (b"class ",), "project_print_silencers": (b".print",),
         "project_evaluations": (b"import",), "project_placing": (b"import",), "project_loaders": (b"DataLoader",), "project_drives": (b"import",),
-        "project_iterators": (b"__next__", b"__iter__"), "project_module_readers": (b".module",),
+        "project_iterators": (b"__next__", b"__iter__", b"batch"), "project_module_readers": (b".module",),
         "project_sharded_loaders": (b"DistributedSampler",), "project_dir_makers": (b"mkdir", b"makedirs"),
         "project_savers": (b".save(",),
     }

@@ -427,10 +427,10 @@ def _not_silent(
     return replace(outcome, findings=outcome.findings + found) if found else outcome
 
 
-# Findings on what every process writes (a checkpoint, a file, a folder, a log), on code
+# Findings on what every process writes (a checkpoint, a file, a folder, a log, a print), on code
 # other files call, say nothing of the training itself: beside them only, a file that
 # trains or drives training without its set-up is still named (AM916).
-_SIDE_EFFECTS = frozenset({"AM510", "AM517", "AM518", "AM519", "AM520"})
+_SIDE_EFFECTS = frozenset({"AM510", "AM511", "AM517", "AM518", "AM519", "AM520"})
 
 
 def _beside_training(finding: Finding) -> bool:

@@ -84,7 +84,8 @@ class UnsplitTrainingData(Rule):
         prepared = analysis.prepared
         if any(analysis.roles.of(n) is Role.DATALOADER for n in prepared):
             return
-        if not any(analysis.roles.of(n) is Role.MODEL for n in prepared) and not _refused_with_models(analysis):
+        served = bool(self.ctx.config.project_iterators)  # the callers hand it batches of their own making
+        if not any(analysis.roles.of(n) is Role.MODEL for n in prepared) and not _refused_with_models(analysis) and not served:
             return
         looped = _called_in_loops(analysis)
         for c in analysis.facts.calls:
@@ -117,7 +118,7 @@ def _in_loop(analysis, node: cst.CSTNode) -> bool:
 
 
 _COUNTERS = {"range", "count", "itertools.count", "trange"}
-_WRAPPERS = {"enumerate", "tqdm", "tqdm.tqdm", "iter"}
+_WRAPPERS = {"enumerate", "tqdm", "tqdm.tqdm", "iter", "zip"}  # zip: what its first argument draws
 
 
 def _iterates_something(analysis, node: cst.CSTNode, iterators: frozenset[str] = frozenset()) -> bool:
@@ -138,10 +139,25 @@ def _iterates_something(analysis, node: cst.CSTNode, iterators: frozenset[str] =
             while isinstance(source, cst.Call) and _name(source.func) in _WRAPPERS and source.args:
                 source = _bound_value(analysis, source.args[0].value, current)
             counter = isinstance(source, cst.Call) and _name(source.func) in _COUNTERS
-            if not counter and not (isinstance(source, cst.Name) and source.value in iterators):
+            if not counter and not (isinstance(source, cst.Name) and source.value in iterators) and not _served_by(analysis, source, current, iterators):
                 return True
         current = analysis.parent(current)
     return False
+
+
+def _served_by(analysis, source: cst.BaseExpression, loop: cst.For, iterators: frozenset[str]) -> bool:
+    """`train_data.generate_batch(batch_size)`, or a name its scope binds only to such
+    calls: batches handed out by a method of an object the callers give, of a class of
+    the run's own that is no DataLoader (SR-GNN's `Data`): seen into, nothing splits them."""
+    values = [source]
+    if isinstance(source, cst.Name):
+        scope = analysis.scope_of(loop)
+        values = [b.value for b in analysis.facts.bindings if b.name == source.value and b.scope is scope]
+    return bool(values) and all(
+        isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute)
+        and isinstance(v.func.value, cst.Name) and v.func.value.value in iterators
+        for v in values
+    )
 
 
 def _bound_value(analysis, expr: cst.BaseExpression, loop: cst.For) -> cst.BaseExpression:

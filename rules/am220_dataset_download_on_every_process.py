@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.reach import accelerator_home
 from migrator.analysis.weights import fetches_weights
 from migrator.cst import adjacent_runs, wrap_statements
 from migrator.edits import Fix, replace
@@ -172,12 +173,19 @@ class DatasetDownloadOnEveryProcess(Rule):
 
     def _main_only(self, call: cst.Call) -> bool:
         """Run by the main process only (AM901 reports what only the others run), or in a
-        function this file never calls: its callers decide who runs it."""
+        function this file never calls: its callers decide who runs it. The function that
+        holds the set-up is the exception: the migration has every process run it (the
+        agent's `__init__` building its loaders, started by name from another file)."""
         branches = self.analysis.branches
         if branches.branch_of(call) is not None:
             return True
         function = branches.function_of(call)
-        return function is not None and (not branches.callers(function) or branches.runs_only_on_main(call))
+        if function is None:
+            return False
+        if branches.runs_only_on_main(call):
+            return True
+        home = accelerator_home(self.analysis)
+        return not branches.callers(function) and (home is None or home.scope is not function)
 
     def _line(self, call: cst.Call) -> tuple[cst.SimpleStatementLine | None, str | None]:
         """The statement line to wrap, or why there is none."""

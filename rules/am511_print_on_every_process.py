@@ -24,7 +24,9 @@ class PrintOnEveryProcess(Rule):
     off the main process itself (`setup_for_distributed`, `builtins.print = ...`, or a
     helper of another file of the run that does so, such as deit's, BLIP's and ConvNeXt's
     `init_distributed_mode`, even one the migration cannot convert) is left alone: its
-    prints already run once.
+    prints already run once. A launched script that drives a model object of another
+    file of the run (`trainer.dis_update(...)` in its loop) gets no Accelerator of its own:
+    the prints of the loops that drive it are reported and left as they are.
 
     ## Why is this bad?
     On N processes every line is printed N times, interleaved.
@@ -51,7 +53,7 @@ class PrintOnEveryProcess(Rule):
 
     code = "AM511"
     name = "print-on-every-process"
-    message = "`print` in training code prints once per process; use `accelerator.print`"
+    message = "`print` in training code prints once per process; use `accelerator.print`{note}"
     fix_title = "Use `accelerator.print`"
     fix = FixAvailability.ALWAYS
     examples = (
@@ -70,7 +72,10 @@ class PrintOnEveryProcess(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
-        if not analysis.migrating or "print" in analysis.imports.aliases or any(b.name == "print" for b in analysis.facts.bindings):
+        if "print" in analysis.imports.aliases or any(b.name == "print" for b in analysis.facts.bindings):
+            return
+        if not analysis.migrating:
+            self._driving_loops()
             return
         facts = analysis.facts
         if _prints_silenced(analysis) or self._silenced_by_the_run():
@@ -89,7 +94,29 @@ class PrintOnEveryProcess(Rule):
             if accelerator is None:
                 continue
             new = cst.Attribute(value=cst.parse_expression(accelerator), attr=cst.Name("print"))
-            self.report(c.node, edits=[replace(c.node.func, new)])
+            self.report(c.node, edits=[replace(c.node.func, new)], note="")
+
+    def _driving_loops(self) -> None:
+        """A launched script that drives a model object of the run (MUNIT's
+        `trainer.dis_update(...)` in its loop) prints on every process too: the prints of
+        the loops that drive it are named; the script gets its Accelerator with that object."""
+        analysis = self.analysis
+        drives = {spelling for spelling, *_ in self.ctx.config.project_drives}
+        if not drives or analysis.accelerator_names or _prints_silenced(analysis) or self._silenced_by_the_run():
+            return
+        loops: set[int] = set()
+        for c in analysis.facts.calls:
+            if dotted_name(c.node.func) in drives:
+                loops |= {id(n) for n in _enclosing_loops(analysis, c.node)}
+        note = " (left as written: this script gets no Accelerator until it is migrated with the model object it drives)"
+        for c in analysis.facts.calls:
+            if not (isinstance(c.node.func, cst.Name) and c.node.func.value == "print"):
+                continue
+            if not loops & {id(n) for n in _enclosing_loops(analysis, c.node)}:
+                continue
+            if analysis.branches.runs_only_on_main(c.node) or _per_process(c.node) or _to_a_file(c.node):
+                continue
+            self.report(c.node, note=note)
 
     def _silenced_by_the_run(self) -> bool:
         """This file calls another file's function that silences print off the main
@@ -160,6 +187,17 @@ def _runs_there(analysis, call, working: set[int], home) -> bool:
     if id(call.scope) in working:
         return True
     return call.scope is home.scope and analysis.accelerator_at(call.node) is not None
+
+
+def _enclosing_loops(analysis, node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The `for` and `while` statements around `node`, in its function (or module)."""
+    out = []
+    current = analysis.parent(node)
+    while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+        if isinstance(current, (cst.For, cst.While)):
+            out.append(current)
+        current = analysis.parent(current)
+    return out
 
 
 def _prints_silenced(analysis) -> bool:

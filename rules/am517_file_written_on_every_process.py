@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import Role, dotted_name
-from migrator.analysis.reach import called_by_other_files
+from migrator.analysis.reach import RUN_CALLS_IT, called_by_other_files, run_by_other_files
 from migrator.analysis.random_draws import unique_draw, unseeded_draw
 from migrator.analysis.saving import barrier_anchor, per_process_path
 from migrator.cst import adjacent_runs, wrap_statements
@@ -45,6 +45,10 @@ _PIL_MAKERS = ("PIL.Image.fromarray", "PIL.Image.open", "PIL.Image.new")
 
 
 _SAME_FILE = "N processes write the same file at once"
+_ELSEWHERE = (
+    f" ({RUN_CALLS_IT}, and this file gets no Accelerator, which may not exist yet when it runs: write it on one "
+    "process only, at the call or here (for example when `int(os.environ.get('RANK', 0)) == 0`))"
+)
 
 
 class FileWrittenOnEveryProcess(Rule):
@@ -69,7 +73,10 @@ class FileWrittenOnEveryProcess(Rule):
     only formats and prints, returns nothing and sets nothing outside it;
     migrator/project/writers.py); a file that starts a class of the run that creates the
     Accelerator itself, or a launched script that drives a model object of the run
-    (`model.optimize_parameters()`), hears of such calls, left as written.
+    (`model.optimize_parameters()`), hears of such calls, left as written. In a file given
+    no Accelerator whose code other files of the run call on every process (a helper
+    module, a base class's method appending to the run's log), its own writes are reported
+    and left as they are.
 
     ## Why is this bad?
     Under `accel-launch` every process runs the script, so N processes truncate and
@@ -143,13 +150,15 @@ class FileWrittenOnEveryProcess(Rule):
         entered = bool(self.ctx.config.project_enters or self.ctx.config.project_drives) and not analysis.accelerator_names
         # a model object's checkpoint method, unless the run gives its class the Accelerator (it then saves once)
         savers = {s: where for s, where, made_by in self.ctx.config.project_savers if made_by not in self.ctx.config.project_calls}
+        driving = bool(self.ctx.config.project_drives) and not analysis.accelerator_names
+        if not analysis.migrating and not driving and not analysis.accelerator_names and self.ctx.config.run_callers:
+            self._in_code_run_elsewhere()
         if not analysis.migrating and not (entered and (helpers or savers)):
             return
         self._checkpoint_methods(savers)
         gated: list[tuple[cst.Call, cst.BaseStatement, dict]] = []
         self._model_arguments: set[int] = set()
         # a launched script driving a model object writes its own files on every process too
-        driving = bool(self.ctx.config.project_drives) and not analysis.accelerator_names
         for fact in analysis.facts.calls:
             own = analysis.migrating or driving
             found = self._write(fact) or self._helper_write(fact, helpers) if own else self._helper_write(fact, helpers)
@@ -179,6 +188,28 @@ class FileWrittenOnEveryProcess(Rule):
             fix = Fix(tuple(edits))
             for call, _, fields, _ in group:
                 self.report(call, edits=fix, note="", **fields)
+
+    def _in_code_run_elsewhere(self) -> None:
+        """A file given no Accelerator whose code other files of the run call on every
+        process (st-gcn's `IO.print_log`, appending to the run's log.txt): each process
+        writes the file. Named, left as written. A helper that does nothing but write is
+        named at its calls instead, where the run's own files make them (project/writers.py)."""
+        analysis = self.analysis
+        branches = analysis.branches
+        gated = set(self.ctx.config.project_gated_writers)
+        for fact in analysis.facts.calls:
+            found = self._write(fact)
+            if found is None:
+                continue
+            call, path, _, shown = found
+            if per_process_path(analysis, path) or branches.branch_of(call) is not None or branches.runs_only_on_main(call):
+                continue
+            function = branches.function_of(call)
+            if function is None or _only_writes(function) and (function.name.value in gated or id(function) in analysis.facts.method_of):
+                continue
+            if run_by_other_files(analysis, call, self.ctx.config.run_callers):
+                fields = {"call": shown, "path": _short(path) if path is not call else "a file", "consequence": self._consequence(path)}
+                self.report(call, note=_ELSEWHERE, **fields)
 
     def _write(self, fact):
         """(call, path, statement to gate or None, how to show the call) for a writer."""
@@ -492,6 +523,20 @@ def _writes(mode: cst.BaseExpression | None) -> bool:
         return False
     value = mode.evaluated_value
     return isinstance(value, str) and any(c in value for c in "wax+")
+
+
+def _only_writes(function: cst.FunctionDef) -> bool:
+    """The function does nothing but write a file (project/writers.py's reading of it)."""
+    import ast
+    import textwrap
+
+    from migrator.analysis.only_writes import only_writes
+
+    try:
+        node = ast.parse(textwrap.dedent(cst.Module([]).code_for_node(function))).body[0]
+    except (SyntaxError, ValueError, IndexError):
+        return False
+    return isinstance(node, ast.FunctionDef) and only_writes(node) is not None
 
 
 def _short(path: cst.BaseExpression) -> str:

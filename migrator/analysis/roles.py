@@ -236,7 +236,7 @@ def assign_roles(
     _models_of_optimizers(facts, roles)
     if argument_roles:
         _roles_by_callee(facts, roles, argument_roles)
-    for name in set(iterators) | own_batch_iterators(facts):
+    for name in set(iterators) | own_batch_iterators(facts) | _served_by(facts, iterators):
         if roles.get(name) is Role.DATALOADER:
             del roles[name]
     for name in _parts_of_modules(facts, local_models):
@@ -264,6 +264,16 @@ def _parts_of_modules(facts: Facts, local_models: set[str]) -> set[str]:
         for owner in parameter_owners(c.node, facts)
     }
     return inside - outside - trained
+
+
+def _served_by(facts: Facts, iterators: frozenset[str]) -> set[str]:
+    """Names bound to what a method of such an iterator hands out (SR-GNN's
+    `slices = train_data.generate_batch(batch_size)`): its batches, no DataLoader either."""
+    return {
+        b.name for b in facts.bindings
+        if iterators and b.element is None and isinstance(b.value, cst.Call) and isinstance(b.value.func, cst.Attribute)
+        and dotted_name(b.value.func.value) in iterators
+    }
 
 
 def own_batch_iterators(facts: Facts) -> set[str]:

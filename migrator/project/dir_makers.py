@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import os
 
-from migrator.project.downloads import module_imports, qualify
+from migrator.analysis.ast_imports import module_imports, qualify
 from migrator.project.index import FileIndex, chain, init_of
 
 _TOLERATED = {"OSError", "FileExistsError", "Exception", "IOError"}

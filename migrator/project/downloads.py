@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.weights import fetches_weights
+from migrator.analysis.ast_imports import module_imports, qualify
 from migrator.project.index import FileIndex, init_of
 
 _MARKS = (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo")
@@ -71,26 +72,3 @@ def _downloads(node: ast.AST, imports: dict[str, str]) -> bool:
                 return isinstance(value, ast.Constant) and value.value is True
             return not (isinstance(value, ast.Constant) and value.value in (False, None))
     return False
-
-
-def module_imports(tree: ast.Module) -> dict[str, str]:
-    out = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                out[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                out[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return out
-
-
-def qualify(func: ast.expr, imports: dict[str, str]) -> str:
-    parts = []
-    while isinstance(func, ast.Attribute):
-        parts.append(func.attr)
-        func = func.value
-    if not isinstance(func, ast.Name):
-        return ""
-    head = imports.get(func.id, func.id)
-    return ".".join([head, *reversed(parts)])

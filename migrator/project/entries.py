@@ -153,20 +153,31 @@ def called_elsewhere(sources: dict[str, bytes], files: dict[str, FileIndex]) -> 
 def instances_of(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> dict[str, tuple[str, str]]:
     """Names this file binds to instances of the run's classes (`solver = Solver(...)`,
     `trainer = Trainer(model).cuda()`): name → (path, class)."""
+    instances = {**_inherited_attributes(f, files), **f.instances}
     made = {c.spelling: c.target for c in f.calls if _is_class(files, c.target)}
     if not made:
-        return {}
+        return instances
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return {}
-    instances = dict(f.instances)
+        return instances
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             built = [made[s] for n in ast.walk(node.value) if isinstance(n, ast.Call) and (s := spelling_of(n.func)) in made]
             if built:
                 instances.setdefault(node.targets[0].id, built[0])
     return instances
+
+
+def _inherited_attributes(f: FileIndex, files: dict[str, FileIndex]) -> dict[str, tuple[str, str]]:
+    """`self.io` of a class built on a class of another file that binds it there
+    (st-gcn's Processor, whose base IO sets `self.io = torchlight.IO(...)`)."""
+    out: dict[str, tuple[str, str]] = {}
+    for base_file, _ in sorted({b for bases in f.bases.values() for b in bases}):
+        base = files.get(base_file)
+        if base is not None:
+            out.update({name: made for name, made in base.instances.items() if name.startswith("self.")})
+    return out
 
 
 def _instance_methods(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> set[tuple[tuple[str, str], str]]:
@@ -187,6 +198,8 @@ def instance_method_calls(source: bytes, f: FileIndex, files: dict[str, FileInde
         func = node.func if isinstance(node, ast.Call) else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in instances:
             found.add((func.value.id, instances[func.value.id], func.attr))
+        elif isinstance(func, ast.Attribute) and (held := _self_attribute(func.value)) in instances:
+            found.add((held, instances[held], func.attr))  # `self.io.save_arg(...)`
         elif isinstance(func, ast.Name) and func.id in instances:
             found.add((func.id, instances[func.id], "__call__"))
     return found
@@ -196,3 +209,10 @@ def _is_class(files: dict[str, FileIndex], target: tuple[str, str]) -> bool:
     owner = files.get(target[0])
     function = owner.functions.get(target[1]) if owner is not None else None
     return function is not None and function.is_class
+
+
+def _self_attribute(node: ast.expr) -> str | None:
+    """`self.io` → "self.io"; anything else → None."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return f"self.{node.attr}"
+    return None

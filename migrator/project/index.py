@@ -361,12 +361,26 @@ def _module_params(node: ast.AST, init: ast.FunctionDef | None, params: tuple[st
 
 def _batch_iterators(tree: ast.Module) -> set[str]:
     """The module's classes that serve batches by themselves (`__next__` or `__iter__`)
-    and are no DataLoader (Chinese-Text-Classification's `DatasetIterater`)."""
+    and are no DataLoader (Chinese-Text-Classification's `DatasetIterater`), and plain
+    classes (no base) whose method hands out the batches (SR-GNN's `Data.generate_batch`,
+    returning slices of indices the loop then reads with `get_slice(i)`)."""
     return {
         n.name for n in tree.body if isinstance(n, ast.ClassDef)
-        and any(isinstance(m, ast.FunctionDef) and m.name in ("__next__", "__iter__") for m in n.body)
-        and not any(ast.unparse(b).endswith("DataLoader") for b in n.bases)
+        and (
+            any(isinstance(m, ast.FunctionDef) and m.name in ("__next__", "__iter__") for m in n.body)
+            and not any(ast.unparse(b).endswith("DataLoader") for b in n.bases)
+            or all(ast.unparse(b) == "object" for b in n.bases) and any(_hands_out_batches(m) for m in n.body)
+        )
     }
+
+
+def _hands_out_batches(method: ast.stmt) -> bool:
+    """`def generate_batch(self, batch_size): ... return slices`: a method named for
+    batches that returns them."""
+    return (
+        isinstance(method, ast.FunctionDef) and "batch" in method.name.lower() and not method.name.startswith("_")
+        and any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(method))
+    )
 
 
 def _returns_one_of(function: ast.AST, classes: set[str]) -> bool:
@@ -781,7 +795,27 @@ def _resolve(module: str, level: int, path: str, run: dict[str, str], root: str,
         for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
             if candidate in run:
                 return run[candidate]
+    if not level and parts:
+        found = _in_own_project(parts, bases, run)
+        if found is not None:
+            return found
     return _on_added_path(parts, run) if extended and not level else None
+
+
+def _in_own_project(parts: list[str], bases: list[str], run: dict[str, str]) -> str | None:
+    """`import torchlight` where torchlight/ is a project of its own, installed from its
+    setup.py (st-gcn's torchlight/torchlight/__init__.py): a folder named like the package
+    with the package inside, a regular one (an `__init__.py`), is what the import finds
+    once installed; the outer folder, a namespace package at most, only if nothing is."""
+    for base in bases:
+        package = os.path.join(base, parts[0], parts[0])
+        if os.path.join(package, "__init__.py") not in run:
+            continue
+        stem = os.path.join(package, *parts[1:])
+        for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+            if candidate in run:
+                return run[candidate]
+    return None
 
 
 def _on_added_path(parts: list[str], run: dict[str, str]) -> str | None:

@@ -10,22 +10,9 @@ from __future__ import annotations
 
 import ast
 
+from migrator.analysis.only_writes import ModuleWriters, only_writes
 from migrator.project.entries import instance_method_calls
 from migrator.project.index import FileIndex
-
-# calls a helper may make and still do nothing but format and write its file
-_PLAIN = {
-    "print", "open", "len", "str", "int", "float", "bool", "round", "repr", "dict", "list", "tuple",
-    "sorted", "enumerate", "zip", "range", "isinstance", "vars", "format", "hasattr", "getattr", "min", "max",
-    "abs", "sum", "any", "all", "np.isscalar", "numpy.isscalar", "time.strftime", "time.time",
-    "json.dump", "json.dumps", "yaml.dump", "yaml.safe_dump", "pickle.dump",
-    "os.path.join", "os.path.exists", "os.path.isfile", "os.path.basename", "os.path.dirname", "os.path.abspath",
-}
-# calls that write the file at their second argument (`torch.save(state, path)`,
-# `shutil.copyfile(path, best)`): a checkpoint helper only writes too
-_SAVERS = {"torch.save", "shutil.copyfile", "shutil.copy", "shutil.copy2"}
-# methods of files and strings (`f.write(...)`, `"{}".format(...)`, `d.items()`)
-_METHODS = {"write", "writelines", "flush", "format", "items", "keys", "values", "join", "replace", "lower", "upper", "strip", "get"}
 
 
 def writer_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[tuple[str, int], ...]]:
@@ -37,9 +24,10 @@ def writer_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict
             tree = ast.parse(sources[path])
         except (SyntaxError, ValueError):
             continue
+        module = ModuleWriters(tree)
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name in f.functions and not f.functions[node.name].is_class:
-                position = only_writes(node)
+                position = only_writes(node, module)
                 if position is not None:
                     writers[(path, node.name)] = position
     methods = _writing_methods(sources, files)
@@ -72,7 +60,7 @@ def writers_callers_gate(sources: dict[str, bytes], files: dict[str, FileIndex],
         except (SyntaxError, ValueError, KeyError):
             continue
         node = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
-        if node is not None and only_writes(node) is not None:
+        if node is not None and only_writes(node, ModuleWriters(tree)) is not None:
             out.setdefault(path, set()).add(name)
     return {path: tuple(sorted(names)) for path, names in out.items()}
 
@@ -89,12 +77,13 @@ def _writing_methods(sources: dict[str, bytes], files: dict[str, FileIndex]) -> 
             tree = ast.parse(sources[path])
         except (SyntaxError, ValueError):
             continue
+        module = ModuleWriters(tree)
         for node in tree.body:
             if not isinstance(node, ast.ClassDef) or node.name not in classes:
                 continue
             for method in node.body:
                 if isinstance(method, ast.FunctionDef) and not method.name.startswith("__") and method.args.args:
-                    position = only_writes(method)
+                    position = only_writes(method, module)
                     if position is not None:
                         out[(path, node.name, method.name)] = position - 1 if position > 0 else -1
     return out
@@ -108,60 +97,3 @@ def _method_calls(source: bytes, f: FileIndex, files: dict[str, FileIndex], meth
         (f"{name}.{method}", methods[(*target, method)]) for name, target, method in instance_method_calls(source, f, files)
         if target[0] != path and (*target, method) in methods
     }
-
-
-def only_writes(function: ast.FunctionDef) -> int | None:
-    """When `function` opens a file for writing and otherwise only formats, prints and
-    writes (no value returned, nothing set outside it, no other call): the position of
-    the parameter it opens (-1 when the path is built inside); None otherwise."""
-    params = [a.arg for a in function.args.args]
-    opened: list[ast.expr] = []
-    for node in ast.walk(function):
-        if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal, ast.Await, ast.Lambda)):
-            return None
-        if isinstance(node, ast.Return) and node.value is not None:
-            return None
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not function:
-            return None
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if not all(isinstance(n, ast.Name) for t in targets for n in _elements(t)):
-                return None  # sets an attribute or an item: something the caller may read
-        if isinstance(node, ast.Call):
-            name = _dotted(node.func)
-            if name in _PLAIN:
-                if name == "open" and _writes(node):
-                    opened.append(node.args[0] if node.args else ast.Constant(None))
-                continue
-            if name in _SAVERS:
-                opened.append(node.args[1] if len(node.args) > 1 else ast.Constant(None))
-                continue
-            if isinstance(node.func, ast.Attribute) and node.func.attr in _METHODS:
-                continue
-            return None
-    if not opened:
-        return None
-    first = opened[0]
-    return params.index(first.id) if isinstance(first, ast.Name) and first.id in params else -1
-
-
-def _elements(target: ast.expr):
-    if isinstance(target, (ast.Tuple, ast.List)):
-        for element in target.elts:
-            yield from _elements(element)
-    else:
-        yield target
-
-
-def _writes(call: ast.Call) -> bool:
-    mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
-    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and any(c in mode.value for c in "wax+")
-
-
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
-        return f"{inner}.{node.attr}" if inner else None
-    return None

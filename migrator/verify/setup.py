@@ -264,7 +264,8 @@ def _optimizers_and_models(pair: Pair) -> Iterator[Problem]:
                 CODE, call,
                 f"left as written: `{name}` is built inside the model's own class over `self.parameters()`, and a "
                 "model cannot be prepared from inside itself: prepare the model where it is made, together with "
-                f"the optimizer it holds (`model, model.{last(name)} = accelerator.prepare(model, model.{last(name)})`)",
+                f"the optimizer it holds (`model, model.{last(name)} = accelerator.prepare(model, model.{last(name)})`)"
+                + _methods_beside_forward(program, call, last(name)),
             )
         elif optimizer_prepared and unprepared:
             yield pair.at_after(
@@ -279,6 +280,40 @@ def _optimizers_and_models(pair: Pair) -> Iterator[Problem]:
                 f"left as written: the model would be prepared but not `{name}`, the optimizer "
                 "that updates it (no loss scaling, accumulation or scheduler stepping); prepare them in one call",
             )
+
+
+def _methods_beside_forward(program: Program, call: ast.Call, optimizer: str) -> str:
+    """What the recipe above breaks, said with it: the class's own methods besides
+    `forward`, and its attributes, that this file reads on an instance of it (SR-GNN's
+    `model.compute_scores(...)` and `model.loss_function` in functions handed the model).
+    On the prepared model, a DDP wrapper, they raise AttributeError; a method called on
+    the unwrapped module during training gets no gradient synchronisation. `optimizer`:
+    the attribute the recipe sets on the wrapper itself, which reads back."""
+    owner = next(
+        (c for c in ast.walk(program.tree) if isinstance(c, ast.ClassDef) and any(n is call for n in ast.walk(c))), None
+    )
+    if owner is None:
+        return ""
+    inside = {id(n) for n in ast.walk(owner)}
+    methods = {m.name for m in owner.body if isinstance(m, ast.FunctionDef) and m.name != "forward" and not m.name.startswith("__")}
+    kept = {
+        t.attr for n in ast.walk(owner) if isinstance(n, ast.Assign) for t in n.targets
+        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+    }
+    read = sorted({
+        n.attr for n in ast.walk(program.tree)
+        if isinstance(n, ast.Attribute) and id(n) not in inside and n.attr in methods | kept
+        and not (isinstance(n.value, ast.Name) and n.value.id == "self")
+    })
+    read = [r for r in read if r != optimizer]  # the recipe sets the prepared optimizer on the wrapper itself
+    if not read:
+        return ""
+    shown = ", ".join(f"`{m}`" for m in read[:4]) + (", ..." if len(read) > 4 else "")
+    return (
+        f"; what this file then reads on it besides forward ({shown}) fails on the wrapper: run what trains "
+        "through the model's forward, where DDP synchronises the gradients, and read the rest through "
+        "`accelerator.unwrap_model(model)`"
+    )
 
 
 def _part_of_prepared(program: Program, name: str) -> bool:

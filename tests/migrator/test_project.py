@@ -1862,8 +1862,8 @@ def test_a_file_handing_a_training_object_to_another_files_loop_is_never_passed_
     root = _project(tmp_path, **{"main.py": main, "losses.py": losses, "procedure.py": procedure})
     alone = _results([os.path.join(root, "main.py")])["main.py"]
     named = [(f.code, f.start.line) for f in alone.findings]
-    assert named == [("AM916", 8)], alone.findings
-    assert "`procedure.train_epoch(...)` runs the training of `PairLoss.stage_one` (losses.py)" in alone.findings[0].message
+    assert named == [("AM511", 8), ("AM916", 8)], alone.findings  # and the loop's print, once per process
+    assert "`procedure.train_epoch(...)` runs the training of `PairLoss.stage_one` (losses.py)" in alone.findings[1].message
     logger = textwrap.dedent('''\
         def log_losses(step, trainer, writer):
             writer.add_scalar("loss", trainer.last_loss, step)
@@ -2980,3 +2980,213 @@ def test_what_a_save_in_code_the_run_calls_needs_depends_on_what_follows_it(tmp_
     assert [f.start.line for f in results["train.py"].findings if f.code == "AM517" and "save_state" in f.message] == [13]
     assert "gate the call, or this whole function with what it copies after the save" in found[9]
     assert "the file is read back here, a cache" in found[19]
+
+
+def test_a_script_driving_a_model_object_names_its_image_writers_and_prints(tmp_path) -> None:
+    """MUNIT's train.py drives `trainer.dis_update(...)` batch by batch and, on every
+    process, prints and calls `write_2images(...)` of utils.py, which makes a grid with
+    torch and `vutils.save_image`s it through a private helper of its module: N processes
+    write the same picture (reader R1, 21st session). A helper that hands a value back or
+    changes an object it is given is not such a writer."""
+    trainer = textwrap.dedent('''\
+        import torch
+
+
+        class Trainer(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = torch.nn.Linear(2, 2)
+                self.optimizer = torch.optim.SGD(self.net.parameters(), lr=0.1)
+
+            def train_step(self, x, y):
+                self.optimizer.zero_grad()
+                torch.nn.functional.mse_loss(self.net(x), y).backward()
+                self.optimizer.step()
+    ''')
+    utils = textwrap.dedent('''\
+        import torch
+        import torchvision.utils as vutils
+
+
+        def _write_grid(images, path):
+            grid = vutils.make_grid(torch.cat([i.expand(-1, 3, -1, -1) for i in images], 0).detach())
+            vutils.save_image(grid, path, nrow=1)
+
+
+        def write_pictures(images, folder, tag):
+            _write_grid(images, "%s/pictures_%s.jpg" % (folder, tag))
+
+
+        def make_grid(images):
+            return vutils.make_grid(torch.cat(images, 0))
+
+
+        def write_and_switch(model, images, path):
+            model.eval()
+            vutils.save_image(torch.cat(images, 0), path)
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        import utils
+        from trainer import Trainer
+
+        trainer = Trainer()
+        batches = [(torch.ones(1, 2), torch.ones(1, 2))]
+        print("starting")
+        for step, (x, y) in enumerate(batches):
+            trainer.train_step(x, y)
+            print("step", step)
+            utils.write_pictures([x], "out", step)
+            grid = utils.make_grid([x])
+            utils.write_and_switch(trainer, [x], "out/a.jpg")
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "trainer.py": trainer, "utils.py": utils})
+    alone = _results([os.path.join(root, "train.py")])["train.py"]
+    writes = {f.start.line for f in alone.findings if f.code == "AM517"}
+    assert writes == {11}, alone.findings
+    prints = [f for f in alone.findings if f.code == "AM511"]
+    assert [f.start.line for f in prints] == [10], prints  # the loop's print, not the one before it
+    assert "migrated with the model object it drives" in prints[0].message
+    assert alone.after == alone.before
+
+
+def test_a_package_installed_from_its_own_folder_is_followed_through_inherited_attributes(tmp_path) -> None:
+    """st-gcn keeps torchlight/ as a project of its own (torchlight/setup.py installs the
+    package torchlight/torchlight/), imported as `import torchlight`; its base class keeps
+    `self.io = torchlight.IO(work_dir)`, and a subclass in another file calls
+    `self.io.save_model(...)` and `self.io.print_log(...)` on every process. The import was
+    not followed, so the folder race, the checkpoint and the log appends of IO were named
+    nowhere (reader R1, 20th session)."""
+    io = textwrap.dedent('''\
+        import os
+        import time
+
+        import torch
+
+
+        class IO:
+            def __init__(self, work_dir):
+                self.work_dir = work_dir
+
+            def save_arg(self, arg):
+                if not os.path.exists(self.work_dir):
+                    os.makedirs(self.work_dir)
+                with open(self.work_dir + "/config.txt", "w") as f:
+                    f.write(str(arg))
+
+            def save_model(self, model, name):
+                torch.save(model.state_dict(), self.work_dir + "/" + name)
+
+            def print_log(self, text):
+                text = time.strftime("[%X] ", time.localtime()) + text
+                with open(self.work_dir + "/log.txt", "a") as f:
+                    print(text, file=f)
+    ''')
+    base = textwrap.dedent('''\
+        import torch
+        import lightio
+
+
+        class Base:
+            def __init__(self, arg):
+                self.io = lightio.IO(arg.work_dir)
+                self.io.save_arg(arg)
+                self.model = torch.nn.Linear(2, 2)
+    ''')
+    trainer = textwrap.dedent('''\
+        import torch
+        from base import Base
+
+
+        class Trainer(Base):
+            def train(self, batches):
+                optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+                for x, y in batches:
+                    optimizer.zero_grad()
+                    torch.nn.functional.mse_loss(self.model(x), y).backward()
+                    optimizer.step()
+                    self.io.print_log("step")
+                self.io.save_model(self.model, "model.pt")
+    ''')
+    files = {
+        "base.py": base, "trainer.py": trainer,
+        "lightio/setup.py": "from setuptools import setup\nsetup(name='lightio', packages=['lightio'])\n",
+        "lightio/lightio/__init__.py": "from .io import IO\n", "lightio/lightio/io.py": io,
+    }
+    root = _project(tmp_path, **files)
+    results = {os.path.relpath(r.path, root): r for r in migrate_paths([root], Config())}
+    found = {(f.code, f.start.line) for f in results[os.path.join("lightio", "lightio", "io.py")].findings}
+    assert {("AM518", 13), ("AM517", 14), ("AM510", 18), ("AM517", 22)} <= found, found
+    assert "os.makedirs(self.work_dir, exist_ok=True)" in results[os.path.join("lightio", "lightio", "io.py")].after
+
+
+def test_batches_a_plain_class_hands_out_and_a_model_read_beside_forward_are_named(tmp_path) -> None:
+    """SR-GNN's model.py trains on `slices = train_data.generate_batch(model.batch_size)`, a
+    plain class of utils.py handing out index slices (no DataLoader: every process trains
+    on all of it, each shuffled its own way), and reads `model.compute_scores(...)`,
+    `model.loss_function` on the model its callers would prepare, which AM951's recipe
+    turns into a DDP wrapper (reader R1, 19th session)."""
+    utils = textwrap.dedent('''\
+        import numpy as np
+
+
+        class Batches():
+            def __init__(self, data, shuffle=False):
+                self.inputs = np.asarray(data)
+                self.shuffle = shuffle
+
+            def generate_batch(self, batch_size):
+                order = np.arange(len(self.inputs))
+                if self.shuffle:
+                    np.random.shuffle(order)
+                return np.array_split(order, max(1, len(order) // batch_size))
+
+            def get_slice(self, i):
+                return self.inputs[i]
+    ''')
+    model = textwrap.dedent('''\
+        import torch
+
+
+        class Scorer(torch.nn.Module):
+            def __init__(self, batch_size):
+                super().__init__()
+                self.batch_size = batch_size
+                self.embedding = torch.nn.Embedding(10, 4)
+                self.loss_function = torch.nn.MSELoss()
+                self.optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+
+            def compute_scores(self, hidden):
+                return hidden.sum(-1)
+
+            def forward(self, items):
+                return self.embedding(items)
+
+
+        def train_test(model, train_data):
+            model.train()
+            slices = train_data.generate_batch(model.batch_size)
+            for i, j in zip(slices, range(len(slices))):
+                model.optimizer.zero_grad()
+                items = torch.as_tensor(train_data.get_slice(i))
+                scores = model.compute_scores(model(items))
+                loss = model.loss_function(scores, torch.zeros_like(scores))
+                loss.backward()
+                model.optimizer.step()
+    ''')
+    main = textwrap.dedent('''\
+        from model import Scorer, train_test
+        from utils import Batches
+
+        train_data = Batches(list(range(8)), shuffle=True)
+        model = Scorer(4)
+        for epoch in range(2):
+            train_test(model, train_data)
+    ''')
+    root = _project(tmp_path, **{"main.py": main, "model.py": model, "utils.py": utils})
+    found = _results([root])["model.py"]
+    unsplit = [f for f in found.findings if f.code == "AM218"]
+    assert [f.start.line for f in unsplit] == [27], found.findings
+    recipe = [f.message for f in found.findings if f.code == "AM951" and "from inside itself" in f.message]
+    assert recipe and "(`batch_size`, `compute_scores`, `loss_function`) fails on the wrapper" in recipe[0], found.findings
+    assert found.after == found.before
