@@ -74,6 +74,8 @@ class TorchSaveCheckpoint(Rule):
     process (a base class's `save_network`, a checkpoint method of a class the launched
     script drives), the save is reported and left as written; a helper that only writes, which
     only files of the run call, is named at those calls instead (AM517 gates or names them).
+    So is a save in a launched script that drives a model object of the run (its loop calls
+    `trainer.train_step(...)`): the script gets its Accelerator with that object.
     A save into an in-memory buffer (`io.BytesIO()`) is each process's own and left alone.
     """
 
@@ -106,6 +108,9 @@ class TorchSaveCheckpoint(Rule):
         analysis = self.analysis
         if not analysis.migrating and self.ctx.config.run_callers:
             self._in_code_run_elsewhere()
+            return
+        if not analysis.migrating and self.ctx.config.project_drives and not analysis.accelerator_names:
+            self._in_a_driving_script()
             return
         if analysis.patterns is None or not analysis.migrating:
             return
@@ -156,6 +161,25 @@ class TorchSaveCheckpoint(Rule):
                 continue
             if run_by_other_files(analysis, call, self.ctx.config.run_callers):
                 self.report(call, wrapped="", audience="writes from every process", note=self._elsewhere_note(save))
+
+    def _in_a_driving_script(self) -> None:
+        """A launched script that drives a model object of the run (LightGCN's main.py,
+        `Procedure.BPR_train_original(...)` each epoch, then `torch.save(Recmodel.state_dict(),
+        weight_file)`): every process writes the file. Named, left as written: the script
+        gets its Accelerator with that object."""
+        branches = self.analysis.branches
+        for save in saves(self.analysis):
+            call = save.call
+            if branches.branch_of(call) is not None or branches.runs_only_on_main(call):
+                continue
+            function = branches.function_of(call)
+            if function is not None and not branches.callers(function):
+                continue
+            note = (
+                " (left as written: this script gets no Accelerator until it is migrated with the model object it "
+                "drives; save on the main process then)"
+            )
+            self.report(call, wrapped="", audience="writes from every process", note=note)
 
     def _elsewhere_note(self, save: Save) -> str:
         """What to do where no Accelerator exists: a file read back in the same function

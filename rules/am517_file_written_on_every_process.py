@@ -207,9 +207,24 @@ class FileWrittenOnEveryProcess(Rule):
             function = branches.function_of(call)
             if function is None or _only_writes(function) and (function.name.value in gated or id(function) in analysis.facts.method_of):
                 continue
+            unpacks = fact.qualified == "shutil.unpack_archive" or isinstance(call.func, cst.Attribute) and call.func.attr.value == "extractall"
+            if unpacks or self._copy_of_a_save(fact, function):
+                continue  # an unpacked download is AM220's, at the call; a checkpoint's copy goes with AM510's save
             if run_by_other_files(analysis, call, self.ctx.config.run_callers):
                 fields = {"call": shown, "path": _short(path) if path is not call else "a file", "consequence": self._consequence(path)}
                 self.report(call, note=_ELSEWHERE, **fields)
+
+    def _copy_of_a_save(self, fact, function: cst.FunctionDef) -> bool:
+        """`shutil.copyfile(path, best)` after a `torch.save` in the same function: AM510,
+        naming the save, says to move the copy with it."""
+        if not (fact.qualified or "").startswith("shutil.copy"):
+            return False
+        analysis = self.analysis
+        return any(
+            c.qualified == "torch.save" and analysis.branches.function_of(c.node) is function
+            and analysis.order(c.node) < analysis.order(fact.node)
+            for c in analysis.facts.calls
+        )
 
     def _write(self, fact):
         """(call, path, statement to gate or None, how to show the call) for a writer."""
