@@ -11,6 +11,7 @@ from migrator.rule import Example, FixAvailability, Rule
 
 _CHECKS = {"os.path.exists", "os.path.isdir", "os.path.lexists"}
 _TOLERATED = {"OSError", "FileExistsError", "Exception", "IOError"}
+_CLOCKS = {"datetime.datetime.now", "datetime.now", "time.strftime", "time.time", "datetime.datetime.today"}
 
 
 _CLEARED = (
@@ -63,7 +64,10 @@ class DirectoryCreatedOnEveryProcess(Rule):
     reported and left as it is: with `exist_ok=True` a run that finds the directory
     would go on where the original stops. pathlib's `path.mkdir()` is fixed the same way
     under `if not path.exists():` (or `is_dir()`), and left alone elsewhere (a `.mkdir()`
-    method may belong to something else). Creations inside a `try` that catches the
+    method may belong to something else). An `exist_ok` given as an expression
+    (`mkdir(parents=True, exist_ok=run_id == '')`) is reported, left as written, with the
+    clock named where the function reads it (a run folder named by the second differs
+    between processes). Creations inside a `try` that catches the
     error and ignores it (`except OSError: pass`, or re-raises all but `errno.EEXIST`), under a main-process test, in a function this file never calls, or with a
     path made from the rank are left alone.
     """
@@ -103,6 +107,9 @@ class DirectoryCreatedOnEveryProcess(Rule):
             qualified = fact.qualified or ""
             if _path_mkdir(fact.node, qualified):
                 self._path_mkdir(fact.node)
+                continue
+            if _mkdir_sometimes_exist_ok(fact.node, qualified):
+                self._sometimes_exist_ok(fact.node)
                 continue
             if qualified not in ("os.makedirs", "os.mkdir"):
                 continue
@@ -174,6 +181,42 @@ class DirectoryCreatedOnEveryProcess(Rule):
         if self._checked_first(call, receiver):
             shown = receiver if len(receiver) <= 40 else "it"
             self.report(call, edits=[replace(call, _with_exist_ok(call))], note="", call=f"{shown}.mkdir()", path=f"`{shown}`")
+
+    def _sometimes_exist_ok(self, call: cst.Call) -> None:
+        """`save_dir.mkdir(parents=True, exist_ok=exist_ok)` (pytorch-template's ConfigParser,
+        `exist_ok = run_id == ''`): where the value is False, every process but the first
+        fails. Named, left as written: the author chose to fail on an existing folder."""
+        if self._skipped(call):
+            return
+        receiver = cst.Module([]).code_for_node(call.func.value).strip() if isinstance(call.func, cst.Attribute) else ""
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "makedirs":
+            receiver = cst.Module([]).code_for_node(call.args[0].value).strip() if call.args else ""
+        if any(word in receiver for word in ("rank", "process_index")):
+            return
+        value = next(a.value for a in call.args if a.keyword is not None and a.keyword.value == "exist_ok")
+        shown = receiver if len(receiver) <= 40 else "it"
+        text = cst.Module([]).code_for_node(value).strip()
+        clock = self._clock_in_function(call)
+        when = (
+            f"; if its name comes from `{clock}()`, called in this function, processes started in different seconds "
+            "also make different folders: choose the name on one process and share it" if clock else ""
+        )
+        note = (
+            f" (left as written: `exist_ok={text}` is not always True; where it is False, create the folder on the "
+            f"main process only, then let the others wait for it{when})"
+        )
+        name = f"{shown}.mkdir()" if call.func.attr.value == "mkdir" else f"{dotted_name(call.func)}()"  # type: ignore[attr-defined]
+        self.report(call, note=note, call=name, path=f"`{shown}`")
+
+    def _clock_in_function(self, call: cst.Call) -> str | None:
+        """`datetime.now` (or `time.strftime`, `time.time`) called in the function around
+        `call`: a run folder is often named from it."""
+        analysis = self.analysis
+        function = analysis.branches.function_of(call)
+        for c in analysis.facts.calls:
+            if (c.qualified or "") in _CLOCKS and analysis.branches.function_of(c.node) is function:
+                return c.qualified
+        return None
 
     def _missing(self, test: cst.BaseExpression, path: str) -> bool:
         """`not os.path.exists(path)` (or isdir), or pathlib's `not path.exists()` (or
@@ -264,6 +307,21 @@ def _path_mkdir(call: cst.Call, qualified: str) -> bool:
     if not (isinstance(func, cst.Attribute) and func.attr.value == "mkdir") or qualified.startswith("os."):
         return False
     return not any(a.keyword is not None and a.keyword.value == "exist_ok" for a in call.args) and len(call.args) < 3
+
+
+def _mkdir_sometimes_exist_ok(call: cst.Call, qualified: str) -> bool:
+    """`path.mkdir(..., exist_ok=flag)` or `os.makedirs(path, exist_ok=flag)` with a value
+    that is neither a literal True nor a literal False (False is the default's failure,
+    reported as such elsewhere: a literal False is left to its author)."""
+    func = call.func
+    if not isinstance(func, cst.Attribute) or func.attr.value not in ("mkdir", "makedirs"):
+        return False
+    if func.attr.value == "makedirs" and qualified != "os.makedirs":
+        return False
+    if func.attr.value == "mkdir" and qualified.startswith("os."):
+        return False
+    value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "exist_ok"), None)
+    return value is not None and not (isinstance(value, cst.Name) and value.value in ("True", "False"))
 
 
 def _with_exist_ok(call: cst.Call) -> cst.Call:

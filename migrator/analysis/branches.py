@@ -329,7 +329,7 @@ class ProcessBranches:
     def callers(self, function: cst.FunctionDef) -> list[cst.Call]:
         """Calls of `function` in this file (`f(...)`, or `self.f(...)` for a method, or
         `Train()` for `Train.__init__`: pointer_summarizer's constructor making its folder,
-        reader R3, twentieth session)."""
+        reader R3, twentieth session; or `cls(...)` in a classmethod of its class)."""
         name = function.name.value
         owner = self._facts.method_of.get(id(function))
         method = owner is not None
@@ -343,7 +343,13 @@ class ProcessBranches:
                 out.append(c.node)
             elif built is not None and isinstance(func, cst.Name) and func.value == built:
                 out.append(c.node)
+            elif built is not None and isinstance(func, cst.Name) and func.value == "cls" and self._in_class(c.node, owner):
+                out.append(c.node)  # `return cls(config)` in a classmethod factory (ConfigParser.from_args)
         return out
+
+    def _in_class(self, node: cst.CSTNode, owner: cst.ClassDef) -> bool:
+        function = self.function_of(node)
+        return function is not None and self._facts.method_of.get(id(function)) is owner
 
     # -- collectives reached through a function of this file --------------------------------
     def collective_in_function(self, call: cst.Call) -> str | None:

@@ -147,6 +147,9 @@ def called_elsewhere(sources: dict[str, bytes], files: dict[str, FileIndex]) -> 
         for target, method in _instance_methods(sources.get(path, b""), f, files):
             if target[0] != path and target[0] in files:
                 out.setdefault(target[0], set()).add(f"{target[1]}.{method}")
+        for owner, method in f.class_calls:  # `ConfigParser.from_args(args)`, a classmethod
+            if owner != path and owner in files:
+                out.setdefault(owner, set()).add(method)
     return {path: tuple(sorted(names)) for path, names in out.items()}
 
 

@@ -70,6 +70,7 @@ class FileIndex:
     words: set[str] = field(default_factory=set)  # every identifier the file mentions
     instances: dict[str, tuple[str, str]] = field(default_factory=dict)  # `es = utils.EarlyStopping(...)`: es → the class
     bases: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # own class → (file, class) of other files it builds on
+    class_calls: set[tuple[str, str]] = field(default_factory=set)  # (file, "Class.method") called on another file's class
 
 
 _IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+\.*[\w.]*[ \t]+import|import[ \t])[^\n]*", re.MULTILINE)
@@ -889,6 +890,12 @@ def _index_file(
                     id(node) in main_only,
                 ))
     result.instances = {name: follow(made) for name, made in _instances(tree, modules, functions).items()}
+    for node in ast.walk(tree):  # `ConfigParser.from_args(args)`: a method called on a class of another file
+        func = node.func if isinstance(node, ast.Call) else None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in functions and id(node) not in main_only:
+            owner = follow(functions[func.value.id])
+            if owner is not None:
+                result.class_calls.add((owner[0], f"{owner[1]}.{func.attr}"))
     for node in ast.walk(tree):
         if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in called:
             target, _ = _target(node, modules, functions)

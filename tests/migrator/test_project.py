@@ -3195,3 +3195,61 @@ def test_batches_a_plain_class_hands_out_and_a_model_read_beside_forward_are_nam
     recipe = [f.message for f in found.findings if f.code == "AM951" and "from inside itself" in f.message]
     assert recipe and "(`batch_size`, `compute_scores`, `loss_function`) fails on the wrapper" in recipe[0], found.findings
     assert found.after == found.before
+
+
+def test_a_classmethod_factory_runs_the_constructor_on_every_process(tmp_path) -> None:
+    """pytorch-template's train.py builds `config = ConfigParser.from_args(args)`, a
+    classmethod returning `cls(...)`, whose `__init__` makes the run's folders with
+    `mkdir(parents=True, exist_ok=run_id == '')` and a run id from the clock: every process
+    but the first fails (or each names its own folder). The class was never constructed
+    by name, so its `__init__` counted as code nothing runs (reader R2, 21st session)."""
+    config = textwrap.dedent('''\
+        import os
+        from datetime import datetime
+        from pathlib import Path
+
+
+        class RunConfig:
+            def __init__(self, root, run_id=None):
+                if run_id is None:
+                    run_id = datetime.now().strftime("%m%d_%H%M%S")
+                self.save_dir = Path(root) / run_id
+                exist_ok = run_id == ""
+                self.save_dir.mkdir(parents=True, exist_ok=exist_ok)
+                os.makedirs(str(self.save_dir / "logs"), exist_ok=True)
+
+            @classmethod
+            def from_args(cls, args):
+                return cls(args.root)
+
+            @staticmethod
+            def describe():
+                os.makedirs("notes")
+    ''')
+    train = textwrap.dedent('''\
+        import argparse
+        import torch
+        from run_config import RunConfig
+
+
+        def main(config):
+            model = torch.nn.Linear(2, 2)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x in torch.utils.data.DataLoader(torch.ones(4, 2), batch_size=2):
+                optimizer.zero_grad()
+                model(x).sum().backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--root", default="runs")
+            main(RunConfig.from_args(parser.parse_args()))
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "run_config.py": config})
+    found = _results([root])["run_config.py"]
+    races = [f for f in found.findings if f.code == "AM518"]
+    assert [f.start.line for f in races] == [12], found.findings  # not the exist_ok=True one, nor the uncalled staticmethod
+    assert "`exist_ok=exist_ok` is not always True" in races[0].message
+    assert "`datetime.datetime.now()`, called in this function" in races[0].message
+    assert found.after == found.before
