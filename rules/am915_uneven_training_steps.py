@@ -45,7 +45,10 @@ class UnevenTrainingSteps(Rule):
     A step one process may leave on its own is reported too: `if loss == 0: continue` (or
     `if torch.isnan(loss): continue`) above the backward, a `break` on a value of this
     process's batch, an `except` that swallows the step's error and goes on. A test of
-    what every process shares (an enumerate index, a counter, a setting) is not.
+    what every process shares (an enumerate index, a counter, a setting) is not. In a
+    script left without an Accelerator that drives another file's training (a base
+    trainer's `self._train_epoch(epoch)`, `train_test(model, ...)` of another module), those
+    calls are the steps: an early stop on the results they return each process is named.
 
     ## Known limits
     Loops over a DataLoader, a `range()` or a fixed collection are not reported: a `break`
@@ -71,6 +74,13 @@ class UnevenTrainingSteps(Rule):
     )
 
     def visit_Module(self, node: cst.Module) -> None:
+        analysis = self.analysis
+        # a script left without an Accelerator that drives another file's training
+        # (`self._train_epoch(epoch)`, `train_test(model, ...)`): those calls train
+        self._drives = (
+            {spelling for spelling, *_ in self.ctx.config.project_drives}
+            if not analysis.migrating and not analysis.accelerator_names else set()
+        )
         trainers = {
             f.name.value for f in self.analysis.nodes("FunctionDef") if self._first_training_call(f, set()) is not None
         }
@@ -172,6 +182,8 @@ class UnevenTrainingSteps(Rule):
             if isinstance(func, cst.Attribute) and func.attr.value == "backward":
                 return call
             if isinstance(func, cst.Name) and func.value in trainers:
+                return call
+            if self._drives and dotted_name(func) in self._drives:
                 return call
         return None
 

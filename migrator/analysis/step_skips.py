@@ -37,7 +37,7 @@ def skipped_steps(
         if isinstance(statement, cst.SimpleStatementLine) and is_training(statement):
             trained = True
         if isinstance(statement, cst.If) and _exits(statement.body, breaks_only=trained):
-            read = {n.value for n in names_in(statement.test)}
+            read = _reads(statement.test)
             if read & per_process:
                 test = cst.Module([]).code_for_node(statement.test).strip()
                 yield statement, f"`if {test}:` leaves the step on the processes where it holds"
@@ -162,12 +162,12 @@ def _per_process(
 
         def visit_Assign(self, node: cst.Assign) -> None:
             for target in node.targets:
-                for n in names_in(target.target):
-                    bind(n.value, node.value)
+                for name in _targets(target.target):
+                    bind(name, node.value)
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            for n in names_in(node.target):
-                bind(n.value, node.value)
+            for name in _targets(node.target):
+                bind(name, node.value)
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
             for n in names_in(node.target):
@@ -182,6 +182,9 @@ def _per_process(
                 owner = func if isinstance(func, cst.Name) else func.value if isinstance(func, cst.Attribute) else None
                 if isinstance(owner, cst.Name):
                     objects.setdefault(owner.value, []).extend(a.value for a in call.args)
+                if isinstance(owner, cst.Name) and isinstance(func, cst.Attribute) and func.attr.value == "update":
+                    for a in call.args:  # `log.update(result)`: the dict now holds what it is given
+                        bind(owner.value, a.value)
 
         def visit_For(self, node: cst.For) -> None:
             index = enumerate_index(node)  # `step` of `for step, batch in enumerate(loader)`: a count
@@ -203,6 +206,33 @@ def _per_process(
     return _closure(varying, values)
 
 
+def _targets(target: cst.BaseExpression) -> list[str]:
+    """What an assignment binds: names, and `self.mnt_best` as such (not `self`, which
+    would make every `self.` read vary with it)."""
+    if isinstance(target, cst.Attribute):
+        name = dotted_name(target)
+        return [name] if name else []
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _targets(e.value)]
+    if isinstance(target, cst.Subscript):
+        return _targets(target.value)
+    return [n.value for n in names_in(target)]
+
+
+def _reads(node: cst.CSTNode) -> set[str]:
+    """The names an expression reads, and its dotted attributes (`self.counter`)."""
+    out = {n.value for n in names_in(node)}
+
+    class _Find(cst.CSTVisitor):
+        def visit_Attribute(self, n: cst.Attribute) -> None:
+            name = dotted_name(n)
+            if name:
+                out.add(name)
+
+    walk(node, _Find())
+    return out
+
+
 def _closure(seed: set[str], values: dict[str, list[cst.CSTNode]]) -> set[str]:
     """`seed` and every name computed from it."""
     varying = set(seed)
@@ -210,7 +240,7 @@ def _closure(seed: set[str], values: dict[str, list[cst.CSTNode]]) -> set[str]:
     while changed:
         changed = False
         for name, bound in values.items():
-            if name not in varying and any({n.value for n in names_in(v)} & varying for v in bound):
+            if name not in varying and any(_reads(v) & varying for v in bound):
                 varying.add(name)
                 changed = True
     return varying

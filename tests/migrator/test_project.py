@@ -3253,3 +3253,57 @@ def test_a_classmethod_factory_runs_the_constructor_on_every_process(tmp_path) -
     assert "`exist_ok=exist_ok` is not always True" in races[0].message
     assert "`datetime.datetime.now()`, called in this function" in races[0].message
     assert found.after == found.before
+
+
+def test_an_early_stop_on_each_process_results_in_a_driving_loop_is_named(tmp_path) -> None:
+    """pytorch-template's BaseTrainer.train runs the subclass's `_train_epoch(epoch)`, merges
+    its results into `log` and leaves the epoch loop once `log[metric]` has not improved for
+    a while: computed on each process's own shard, the processes would stop at different
+    epochs and the rest wait in the all-reduce forever (reader R2, 21st session). The `if`
+    around it tests a setting every process shares and is not named."""
+    base = textwrap.dedent('''\
+        class BaseTrainer:
+            def __init__(self, epochs, patience):
+                self.epochs, self.patience = epochs, patience
+                self.mode, self.best = "min", float("inf")
+
+            def train(self):
+                not_improved = 0
+                for epoch in range(self.epochs):
+                    result = self._train_epoch(epoch)
+                    log = {"epoch": epoch}
+                    log.update(result)
+                    if self.mode != "off":
+                        if log["loss"] <= self.best:
+                            self.best = log["loss"]
+                            not_improved = 0
+                        else:
+                            not_improved += 1
+                        if not_improved > self.patience:
+                            break
+    ''')
+    trainer = textwrap.dedent('''\
+        import torch
+        from base import BaseTrainer
+
+
+        class Trainer(BaseTrainer):
+            def __init__(self, model, optimizer, loader, epochs):
+                super().__init__(epochs, 3)
+                self.model, self.optimizer, self.loader = model, optimizer, loader
+
+            def _train_epoch(self, epoch):
+                total = 0.0
+                for x, y in self.loader:
+                    self.optimizer.zero_grad()
+                    loss = torch.nn.functional.mse_loss(self.model(x), y)
+                    loss.backward()
+                    self.optimizer.step()
+                    total += loss.item()
+                return {"loss": total}
+    ''')
+    root = _project(tmp_path, **{"base.py": base, "trainer.py": trainer})
+    found = _results([root])["base.py"]
+    stops = [f for f in found.findings if f.code == "AM915"]
+    assert [f.start.line for f in stops] == [18], found.findings
+    assert "`if not_improved > self.patience:`" in stops[0].message
