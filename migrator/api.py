@@ -255,6 +255,10 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         found["project_drives"] = {
             path: tuple((*d, d[3] not in read_only) for d in drives) for path, drives in found["project_drives"].items()
         }
+    installed = project.installed_packages({p: f for p, f in files.items() if p not in read_only})
+    if installed:  # a package installed from its own project: the installed copy runs
+        found["project_installed"] = installed
+        wanted.append("project_installed")
     if "project_dir_makers" in wanted:  # helpers of files the run only reads
         found["project_dir_makers"] = project.dir_maker_calls(sources, files, read_only)
     if "project_writers" in wanted:  # helpers only the run's own files call: their callers gate them

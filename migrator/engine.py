@@ -270,6 +270,8 @@ def migrate_verified(
     """migrate_module, then hold the result to what a distributed program needs
     (migrator/verify/). A result that fails is not kept: the module comes back as it was,
     with the findings a lint run gives (none of them fixed) and one finding per reason."""
+    if config.project_installed:
+        return _installed_copy(module, path, config, rules, source)
     if not config.fix:
         return _lint(module, path, config, rules, source)
     outcome = migrate_module(module, path, config, rules, source=source)
@@ -312,6 +314,21 @@ def migrate_verified(
 # for (AM917: a DataParallel batch was split across the GPUs; one process per GPU takes a
 # whole one, so `batch_size * len(gpus)` grows N times).
 _TRUE_UNWRITTEN = {"AM917"}
+
+
+def _installed_copy(module: cst.Module, path: str, config: Config, rules: Sequence[type[Rule]], source: str) -> EngineOutcome:
+    """A file of a package that installs from a project of its own (st-gcn's
+    torchlight/torchlight/, from torchlight/setup.py): the scripts import the installed
+    copy, so a change written here does nothing until it is reinstalled. Left as written;
+    each finding says where the change goes and what makes it count (reader R2)."""
+    folder = config.project_installed
+    outcome = migrate_module(module, path, replace(config, fix=False), rules, source=source)
+    note = (
+        f" (in `{folder}/`, a package installed from its own project: the scripts run the installed copy, so "
+        f"change it here and reinstall it, e.g. `pip install -e {folder}`)"
+    )
+    findings = tuple(replace(f, message=f.message + note, fixable=False, unsafe_fix=False) for f in outcome.findings)
+    return replace(outcome, findings=findings, code=source)
 
 
 def _lint(module: cst.Module, path: str, config: Config, rules: Sequence[type[Rule]], source: str) -> EngineOutcome:
@@ -428,9 +445,10 @@ def _not_silent(
 
 
 # Findings on what every process writes (a checkpoint, a file, a folder, a log, a print), on code
-# other files call, say nothing of the training itself: beside them only, a file that
-# trains or drives training without its set-up is still named (AM916).
-_SIDE_EFFECTS = frozenset({"AM510", "AM511", "AM517", "AM518", "AM519", "AM520"})
+# other files call, or on how long a driving loop runs (an early stop), say nothing of the
+# set-up the training needs: beside them only, a file that trains or drives training
+# without its set-up is still named (AM916).
+_SIDE_EFFECTS = frozenset({"AM510", "AM511", "AM517", "AM518", "AM519", "AM520", "AM915"})
 
 
 def _beside_training(finding: Finding) -> bool:

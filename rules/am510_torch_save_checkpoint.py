@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis import dotted_name
 from migrator.analysis.saving import Save, barrier_anchor, optimizers_in, paired_loads, saves
 from migrator.analysis.walk import descendants
 from migrator.analysis.reach import CALLERS_STUB, RUN_CALLS_IT, run_by_other_files
@@ -120,7 +121,7 @@ class TorchSaveCheckpoint(Rule):
             if accelerator is None:
                 self.report(
                     save.call, wrapped=_wrapped(save), audience=self._audience(save),
-                    note=" (left as written: the Accelerator cannot be reached from here)" + self._clock(save),
+                    note=" (left as written: the Accelerator cannot be reached from here)" + self._clock(save) + self._unwrap_hint(save),
                 )
             else:
                 found.append((save, accelerator))
@@ -143,7 +144,7 @@ class TorchSaveCheckpoint(Rule):
             edits += self._barriers_before_loads(group, {id(anchor)} if anchor is not None else set())
             fix = Fix(tuple(edits))
             for save, _ in group:
-                self.report(save.call, edits=fix, wrapped=_wrapped(save), audience=self._audience(save), note=self._clock(save))
+                self.report(save.call, edits=fix, wrapped=_wrapped(save), audience=self._audience(save), note=self._clock(save) + self._unwrap_hint(save))
 
     def _in_code_run_elsewhere(self) -> None:
         """A file given no Accelerator whose code other files of the run call on every
@@ -256,6 +257,44 @@ class TorchSaveCheckpoint(Rule):
         test = cst.parse_expression(f"{accelerator}.is_main_process")
         guarded = cst.If(test=test, body=cst.IndentedBlock([inner]), leading_lines=opened.leading_lines)
         return [replace(opened, guarded)]
+
+    def _unwrap_hint(self, save: Save) -> str:
+        """A `state_dict()` saved of a model kept in a dict, which the migration does not
+        follow (monodepth2's `to_save = model.state_dict()` over `self.models.items()`):
+        once the model is prepared by hand, the keys gain DDP's `module.` prefix and load
+        into no plain model (reader R2)."""
+        if save.models or not save.call.args:
+            return ""
+        scope = self.analysis.scope_of(save.call)
+        values = [save.call.args[0].value]
+        names = {n.value for n in descendants(values[0]) if isinstance(n, cst.Name)}
+        values += [b.value for b in self.analysis.facts.bindings if b.name in names and b.value is not None and b.scope is scope]
+        held = self._models_of_a_dict(scope)
+        for value in values:
+            for node in descendants(value):
+                func = node.func if isinstance(node, cst.Call) else None
+                if isinstance(func, cst.Attribute) and func.attr.value == "state_dict":
+                    owner = (dotted_name(func.value) or "").lower()
+                    if isinstance(func.value, cst.Name) and func.value.value in held and not any(word in owner for word in ("optim", "sched", "scaler")):
+                        return (
+                            f"; once `{dotted_name(func.value)}` is a prepared model, save "
+                            f"`accelerator.unwrap_model({dotted_name(func.value)}).state_dict()`: the wrapper's keys carry DDP's "
+                            "`module.` prefix and load into no plain model"
+                        )
+        return ""
+
+    def _models_of_a_dict(self, scope: cst.CSTNode) -> set[str]:
+        """Names a loop of `scope` binds to the values of a dict (`for name, model in
+        self.models.items():`): models kept where the migration does not follow them."""
+        out: set[str] = set()
+        for loop in self.analysis.nodes_under(scope, "For"):
+            it = loop.iter
+            if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value in ("items", "values"):
+                target = loop.target
+                last = target.elements[-1].value if isinstance(target, cst.Tuple) and target.elements else target
+                if isinstance(last, cst.Name):
+                    out.add(last.value)
+        return out
 
     def _clock(self, save: Save) -> str:
         """A note when the saved path is built from the clock (`time.strftime(...)`): each

@@ -197,8 +197,9 @@ class FileWrittenOnEveryProcess(Rule):
         analysis = self.analysis
         branches = analysis.branches
         gated = set(self.ctx.config.project_gated_writers)
+        helpers = dict(self.ctx.config.project_writers)  # `self.io.save_pkl(...)`: a helper of another file that only writes
         for fact in analysis.facts.calls:
-            found = self._write(fact)
+            found = self._write(fact) or self._helper_write(fact, helpers)
             if found is None:
                 continue
             call, path, _, shown = found

@@ -216,7 +216,10 @@ def view_of(value: cst.BaseExpression, targets: set[str]) -> bool:
 
 
 def enumerate_index(loop: cst.For) -> str:
+    """`i` of `for i, batch in enumerate(loader)`, also of `tqdm(enumerate(loader), ...)`."""
     it = loop.iter
+    while isinstance(it, cst.Call) and (dotted_name(it.func) or "").rsplit(".", 1)[-1] == "tqdm" and it.args:
+        it = it.args[0].value
     if isinstance(it, cst.Call) and (dotted_name(it.func) or "").endswith("enumerate"):
         if isinstance(loop.target, cst.Tuple) and loop.target.elements:
             return dotted_name(loop.target.elements[0].value) or ""

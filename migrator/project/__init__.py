@@ -44,7 +44,7 @@ from migrator.project.downloads import download_calls
 from migrator.project.drives import driving_calls
 from migrator.project.entries import called_elsewhere, entered_calls, entering_calls, launched
 from migrator.project.decide import Outcome, decide, evaluation_calls, loader_calls, placing_calls, refused_trainers, state_calls, with_reasons, with_unthreaded
-from migrator.project.index import Call, FileIndex, Function, candidates, index, inheriting_calls, linked, member_calls, subclassed_elsewhere
+from migrator.project.index import Call, FileIndex, Function, candidates, index, inheriting_calls, installed_packages, linked, member_calls, subclassed_elsewhere
 from migrator.project.iterators import iterator_params
 from migrator.project.loggers import logger_calls
 from migrator.project.module_readers import module_reader_calls
@@ -60,5 +60,5 @@ from migrator.project.writers import writer_calls, writers_callers_gate
 
 __all__ = [
     "Call", "FileIndex", "Function", "Outcome", "SEPARATOR", "STUB",
-    "called_elsewhere", "candidates", "decide", "dir_maker_calls", "distribution_calls", "download_calls", "driving_calls", "entered_calls", "evaluation_calls", "entering_calls", "evaluations_left_whole", "index", "inheriting_calls", "iterator_params", "launched", "linked", "loader_calls", "logger_calls", "member_calls", "meter_calls", "module_reader_calls", "placing_calls", "print_silencer_calls", "refused_trainers", "role_calls", "saver_calls", "sharded_loader_calls", "state_calls", "subclassed_elsewhere", "unused_models", "with_reasons", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls", "writers_callers_gate",
+    "called_elsewhere", "candidates", "decide", "dir_maker_calls", "distribution_calls", "download_calls", "driving_calls", "entered_calls", "evaluation_calls", "entering_calls", "evaluations_left_whole", "index", "inheriting_calls", "installed_packages", "iterator_params", "launched", "linked", "loader_calls", "logger_calls", "member_calls", "meter_calls", "module_reader_calls", "placing_calls", "print_silencer_calls", "refused_trainers", "role_calls", "saver_calls", "sharded_loader_calls", "state_calls", "subclassed_elsewhere", "unused_models", "with_reasons", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls", "writers_callers_gate",
 ]

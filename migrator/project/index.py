@@ -803,6 +803,33 @@ def _resolve(module: str, level: int, path: str, run: dict[str, str], root: str,
     return _on_added_path(parts, run) if extended and not level else None
 
 
+def installed_packages(files: dict[str, "FileIndex"]) -> dict[str, str]:
+    """For each file of the run inside a package that installs from a project of its own:
+    that project's folder (`installed_package`)."""
+    run = {os.path.abspath(p): p for p in files}
+    root = run_root(run) if run else ""
+    found = {path: installed_package(path, run, root) for path in files}
+    return {path: folder for path, folder in found.items() if folder}
+
+
+def installed_package(path: str, run: dict[str, str], root: str) -> str | None:
+    """The folder of the project of its own whose package holds `path` (st-gcn's
+    `torchlight`, for torchlight/torchlight/io.py: a folder named like the package, inside
+    the run's root, with the package in it and no `__init__.py` of its own), as the run's
+    paths spell it; None for anything else."""
+    folder = os.path.dirname(os.path.abspath(path))
+    while folder.startswith(root + os.sep):
+        outer = os.path.dirname(folder)
+        if (
+            outer != root and outer.startswith(root + os.sep)
+            and os.path.basename(outer) == os.path.basename(folder)
+            and os.path.join(folder, "__init__.py") in run and os.path.join(outer, "__init__.py") not in run
+        ):
+            return os.path.relpath(outer, root).replace(os.sep, "/")
+        folder = outer
+    return None
+
+
 def _in_own_project(parts: list[str], bases: list[str], run: dict[str, str]) -> str | None:
     """`import torchlight` where torchlight/ is a project of its own, installed from its
     setup.py (st-gcn's torchlight/torchlight/__init__.py): a folder named like the package
