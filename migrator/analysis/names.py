@@ -54,11 +54,19 @@ def _module_name(node: cst.BaseExpression | None) -> str:
     return dotted_name(node) or "" if node is not None else ""
 
 
+# standard modules a star import commonly brings along, read as themselves when nothing
+# else binds the name
+_STAR_MODULES = frozenset({"os", "shutil", "json", "time", "pickle", "glob"})
+
+
 @dataclass
 class ImportTable:
     """Local name → qualified name for every name an import statement binds."""
 
     aliases: dict[str, str] = field(default_factory=dict)
+    # a module-level `from utils import *`: it may bring the standard modules utils imports
+    # (monodepth2's trainer.py calls `os.makedirs` with `os` from there)
+    star: bool = False
 
     def add(self, node: cst.Import | cst.ImportFrom) -> None:
         if isinstance(node, cst.Import):
@@ -70,7 +78,10 @@ class ImportTable:
                     head = full.split(".")[0]
                     self.aliases[head] = head
             return
-        if node.relative or isinstance(node.names, cst.ImportStar):
+        if isinstance(node.names, cst.ImportStar):
+            self.star = True
+            return
+        if node.relative:
             return
         module = _module_name(node.module)
         for alias in node.names:
@@ -88,6 +99,8 @@ class ImportTable:
             return None
         head, _, rest = dotted.partition(".")
         base = self.aliases.get(head)
+        if base is None and self.star and rest and head in _STAR_MODULES:
+            base = head  # `os.makedirs(...)` with `os` from a star import: the standard module
         if base is None:
             return None
         return f"{base}.{rest}" if rest else base

@@ -3337,3 +3337,27 @@ def test_a_model_saved_from_a_dict_of_models_is_told_to_be_unwrapped(tmp_path) -
     found = _results([os.path.join(root, "train.py")])["train.py"]
     saves = [f.message for f in found.findings if f.code == "AM510"]
     assert saves and "save `accelerator.unwrap_model(model).state_dict()`" in saves[0], found.findings
+
+
+def test_a_standard_module_a_star_import_brings_is_read_as_itself(tmp_path) -> None:
+    """monodepth2's trainer.py has no `import os`: `from utils import *` brings it, and
+    its `if not os.path.exists(d): os.makedirs(d)` races went unnamed (reader R2, 22nd
+    session)."""
+    helpers = "import os\nimport torch\n\n\ndef batches():\n    return torch.utils.data.DataLoader(torch.ones(4, 2), batch_size=2)\n"
+    train = textwrap.dedent('''\
+        import torch
+        from helpers import *
+
+        model = torch.nn.Linear(2, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        if not os.path.exists("runs"):
+            os.makedirs("runs")
+        for x in batches():
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "helpers.py": helpers})
+    found = _results([root])["train.py"]
+    assert [f.start.line for f in found.findings if f.code == "AM518"] == [7], found.findings
+    assert 'os.makedirs("runs", exist_ok=True)' in found.after
