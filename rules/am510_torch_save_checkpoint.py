@@ -178,7 +178,7 @@ class TorchSaveCheckpoint(Rule):
                 continue
             note = (
                 " (left as written: this script gets no Accelerator until it is migrated with the model object it "
-                "drives; save on the main process then)"
+                f"drives; save on the main process then{self._unwrap_hint(save, any_model=True)})"
             )
             self.report(call, wrapped="", audience="writes from every process", note=note)
 
@@ -258,12 +258,13 @@ class TorchSaveCheckpoint(Rule):
         guarded = cst.If(test=test, body=cst.IndentedBlock([inner]), leading_lines=opened.leading_lines)
         return [replace(opened, guarded)]
 
-    def _unwrap_hint(self, save: Save) -> str:
+    def _unwrap_hint(self, save: Save, any_model: bool = False) -> str:
         """A `state_dict()` saved of a model kept in a dict, which the migration does not
         follow (monodepth2's `to_save = model.state_dict()` over `self.models.items()`):
         once the model is prepared by hand, the keys gain DDP's `module.` prefix and load
-        into no plain model (reader R2)."""
-        if save.models or not save.call.args:
+        into no plain model (reader R2). `any_model`: any name's `state_dict()` (a launched
+        script driving a model object: LightGCN's `Recmodel.state_dict()`, reader R1)."""
+        if save.models and not any_model or not save.call.args:
             return ""
         scope = self.analysis.scope_of(save.call)
         values = [save.call.args[0].value]
@@ -275,7 +276,8 @@ class TorchSaveCheckpoint(Rule):
                 func = node.func if isinstance(node, cst.Call) else None
                 if isinstance(func, cst.Attribute) and func.attr.value == "state_dict":
                     owner = (dotted_name(func.value) or "").lower()
-                    if isinstance(func.value, cst.Name) and func.value.value in held and not any(word in owner for word in ("optim", "sched", "scaler")):
+                    kept = isinstance(func.value, cst.Name) and (any_model or func.value.value in held)
+                    if kept and not any(word in owner for word in ("optim", "sched", "scaler", "module")):
                         return (
                             f"; once `{dotted_name(func.value)}` is a prepared model, save "
                             f"`accelerator.unwrap_model({dotted_name(func.value)}).state_dict()`: the wrapper's keys carry DDP's "

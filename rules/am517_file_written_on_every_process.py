@@ -341,7 +341,10 @@ class FileWrittenOnEveryProcess(Rule):
             where = savers.get(dotted_name(call.func) or "")
             if where is None or self._main_only(call):
                 continue
-            note = f" (left as written: it saves with {where}; call it on the main process only)"
+            note = (
+                f" (left as written: it saves with {where}; call it on the main process only, with "
+                "`accelerator.wait_for_everyone()` before the call on every process, not inside the method)"
+            )
             self.report(call, call=f"{dotted_name(call.func)}()", path="a checkpoint", consequence=_SAME_FILE, note=note)
 
     def _main_only(self, call: cst.Call) -> bool:

@@ -296,24 +296,41 @@ def _methods_beside_forward(program: Program, call: ast.Call, optimizer: str) ->
         return ""
     inside = {id(n) for n in ast.walk(owner)}
     methods = {m.name for m in owner.body if isinstance(m, ast.FunctionDef) and m.name != "forward" and not m.name.startswith("__")}
+    steps = {  # a method that takes the step itself (`agent.update(...)`) is AM224's: not a part of forward
+        m.name for m in owner.body if isinstance(m, ast.FunctionDef) and any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("backward", "step")
+            for n in ast.walk(m)
+        )
+    }
     kept = {
         t.attr for n in ast.walk(owner) if isinstance(n, ast.Assign) for t in n.targets
         if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
     }
     read = sorted({
         n.attr for n in ast.walk(program.tree)
-        if isinstance(n, ast.Attribute) and id(n) not in inside and n.attr in methods | kept
+        if isinstance(n, ast.Attribute) and id(n) not in inside and n.attr in (methods - steps) | kept
         and not (isinstance(n.value, ast.Name) and n.value.id == "self")
     })
     read = [r for r in read if r != optimizer]  # the recipe sets the prepared optimizer on the wrapper itself
     if not read:
         return ""
-    shown = ", ".join(f"`{m}`" for m in read[:4]) + (", ..." if len(read) > 4 else "")
-    return (
-        f"; what this file then reads on it besides forward ({shown}) fails on the wrapper: run what trains "
-        "through the model's forward, where DDP synchronises the gradients, and read the rest through "
-        "`accelerator.unwrap_model(model)`"
-    )
+
+    def shown(names: list[str]) -> str:
+        return ", ".join(f"`{m}`" for m in names[:4]) + (", ..." if len(names) > 4 else "")
+
+    called = [r for r in read if r in methods]
+    kept_read = [r for r in read if r not in methods]
+    parts = []
+    if called:  # reader R1: "through unwrap_model" read as fit for a method that trains, which it is not
+        parts.append(
+            f"of its methods this file calls ({shown(called)}), those computing what the loss trains belong inside "
+            "the model's forward (called on the unwrapped module their gradients are not synchronised, and with "
+            "`find_unused_parameters` the backward fails), the others (sampling, keeping data, evaluation under "
+            "`torch.no_grad()`) go through `accelerator.unwrap_model(model)`"
+        )
+    if kept_read:
+        parts.append(f"its attributes ({shown(kept_read)}) are read through `accelerator.unwrap_model(model)`")
+    return "; then the model is a DDP wrapper: " + "; ".join(parts)
 
 
 def _part_of_prepared(program: Program, name: str) -> bool:

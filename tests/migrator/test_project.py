@@ -3048,7 +3048,9 @@ def test_a_script_driving_a_model_object_names_its_image_writers_and_prints(tmp_
     prints = [f for f in alone.findings if f.code == "AM511"]
     assert [f.start.line for f in prints] == [10], prints  # the loop's print, not the one before it
     assert "migrated with the model object it drives" in prints[0].message
-    assert [f.start.line for f in alone.findings if f.code == "AM510"] == [14], alone.findings
+    saves = [f for f in alone.findings if f.code == "AM510"]
+    assert [f.start.line for f in saves] == [14], alone.findings
+    assert "save `accelerator.unwrap_model(trainer).state_dict()`" in saves[0].message  # reader R1, 22nd session
     assert alone.after == alone.before
 
 
@@ -3199,7 +3201,8 @@ def test_batches_a_plain_class_hands_out_and_a_model_read_beside_forward_are_nam
     unsplit = [f for f in found.findings if f.code == "AM218"]
     assert [f.start.line for f in unsplit] == [27], found.findings
     recipe = [f.message for f in found.findings if f.code == "AM951" and "from inside itself" in f.message]
-    assert recipe and "(`batch_size`, `compute_scores`, `loss_function`) fails on the wrapper" in recipe[0], found.findings
+    assert recipe and "of its methods this file calls (`compute_scores`), those computing what the loss trains belong inside the model's forward" in recipe[0], found.findings
+    assert "its attributes (`batch_size`, `loss_function`) are read through `accelerator.unwrap_model(model)`" in recipe[0]
     assert found.after == found.before
 
 
