@@ -58,7 +58,7 @@ def saver_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[
             made_by, kinds = instances[receiver.id]
             for made in kinds:
                 found = _resolve(classes, files, made, method, saving)
-                if found is not None and _resolve(classes, files, made, method, training) is None:
+                if found is not None and not _trains_for(classes, files, methods, made, method, training):
                     where, line, via = saving[found]
                     shown = os.path.relpath(where, os.path.dirname(path) or ".").replace(os.sep, "/")
                     through = f", through `{via}`" if via != method else ""
@@ -93,6 +93,24 @@ def _bases(classes: dict[tuple[str, str], ast.ClassDef], files: dict[str, FileIn
         here = [(current[0], b.id) for b in classes[current].bases if isinstance(b, ast.Name)]
         todo += [b for b in here if b in classes] + sorted(files[current[0]].bases.get(current[1], ()))
     return order
+
+
+def _trains_for(classes, files, methods: dict[Method, ast.FunctionDef], made: tuple[str, str], method: str, training) -> bool:
+    """`made.method` trains: itself, or through a `self.` call the instance's own class
+    answers (pytorch-template's `BaseTrainer.train` calls `self._train_epoch(epoch)`,
+    abstract there, which the `Trainer` subclass of another file overrides with the
+    backward: `trainer.train()` is the training, not a checkpoint method, reader R3)."""
+    if _resolve(classes, files, made, method, training) is not None:
+        return True
+    defined = next(((*cls, method) for cls in _bases(classes, files, made) if (*cls, method) in methods), None)
+    if defined is None:
+        return False
+    for node, _ in guarded_walk(methods[defined], False):
+        func = node.func if isinstance(node, ast.Call) else None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            if _resolve(classes, files, made, func.attr, training) is not None:
+                return True
+    return False
 
 
 def _resolve(classes, files, owner: tuple[str, str], method: str, saving: dict[Method, tuple]) -> Method | None:

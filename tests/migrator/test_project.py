@@ -3364,3 +3364,55 @@ def test_a_standard_module_a_star_import_brings_is_read_as_itself(tmp_path) -> N
     found = _results([root])["train.py"]
     assert [f.start.line for f in found.findings if f.code == "AM518"] == [7], found.findings
     assert 'os.makedirs("runs", exist_ok=True)' in found.after
+
+
+def test_a_base_class_loop_whose_subclass_trains_is_not_a_checkpoint_method(tmp_path) -> None:
+    """pytorch-template's train.py calls `trainer.train()`, BaseTrainer's epoch loop, which
+    saves checkpoints and calls `self._train_epoch(epoch)`: abstract in BaseTrainer, the
+    backward in the Trainer subclass of another file. AM517 told the user to call it on the
+    main process only, the whole training (reader R3, 22nd session)."""
+    base = textwrap.dedent('''\
+        import torch
+
+
+        class BaseTrainer:
+            def __init__(self, model, epochs):
+                self.model, self.epochs = model, epochs
+
+            def _train_epoch(self, epoch):
+                raise NotImplementedError
+
+            def train(self):
+                for epoch in range(self.epochs):
+                    self._train_epoch(epoch)
+                    torch.save(self.model.state_dict(), f"epoch{epoch}.pt")
+    ''')
+    trainer = textwrap.dedent('''\
+        import torch
+        from base import BaseTrainer
+
+
+        class Trainer(BaseTrainer):
+            def __init__(self, model, optimizer, loader, epochs):
+                super().__init__(model, epochs)
+                self.optimizer, self.loader = optimizer, loader
+
+            def _train_epoch(self, epoch):
+                for x in self.loader:
+                    self.optimizer.zero_grad()
+                    self.model(x).sum().backward()
+                    self.optimizer.step()
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from trainer import Trainer
+
+        model = torch.nn.Linear(2, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = torch.utils.data.DataLoader(torch.ones(4, 2), batch_size=2)
+        trainer = Trainer(model, optimizer, loader, 2)
+        trainer.train()
+    ''')
+    root = _project(tmp_path, **{"base.py": base, "trainer.py": trainer, "train.py": train})
+    found = _results([root])["train.py"]
+    assert not [f for f in found.findings if f.code == "AM517" and "trainer.train()" in f.message], found.findings
