@@ -7,13 +7,12 @@ import libcst as cst
 from migrator.analysis import dotted_name
 from migrator.analysis.saving import Save, barrier_anchor, optimizers_in, paired_loads, saves
 from migrator.analysis.walk import descendants
-from migrator.analysis.reach import CALLERS_STUB, RUN_CALLS_IT, run_by_other_files
+from migrator.analysis.reach import CALLERS_STUB, DRIVEN_LATER, NO_ACCELERATOR_YET, ONE_PROCESS, run_by_other_files
 from migrator.edits import Edit, Fix, insert_after, insert_before, replace
 from migrator.rule import Example, FixAvailability, Rule
 
 
-_ELSEWHERE = f" ({RUN_CALLS_IT}, and this file gets no Accelerator, which may not exist yet when it runs: "
-_ONE_PROCESS = "(for example when `int(os.environ.get('RANK', 0)) == 0`)"
+_ELSEWHERE = f" ({NO_ACCELERATOR_YET}: "
 _COPIES = ("shutil.copy", "shutil.copyfile", "shutil.copy2", "shutil.move", "os.rename", "os.replace")
 
 
@@ -177,8 +176,7 @@ class TorchSaveCheckpoint(Rule):
             if function is not None and not branches.callers(function):
                 continue
             note = (
-                " (left as written: this script gets no Accelerator until it is migrated with the model object it "
-                f"drives; save on the main process then{self._unwrap_hint(save, any_model=True)})"
+                f" (left as written: {DRIVEN_LATER}; save on the main process then{self._unwrap_hint(save, any_model=True)})"
             )
             self.report(call, wrapped="", audience="writes from every process", note=note)
 
@@ -198,7 +196,7 @@ class TorchSaveCheckpoint(Rule):
             for c in same_function
         ):
             return (
-                f"{_ELSEWHERE}the file is read back here, a cache: let one process {_ONE_PROCESS} build and save it "
+                f"{_ELSEWHERE}the file is read back here, a cache: let one process {ONE_PROCESS} build and save it "
                 "while the others wait, then every process loads it)"
             )
         copies = any(
@@ -211,7 +209,7 @@ class TorchSaveCheckpoint(Rule):
             ", and save the unwrapped model (`model.module` of a prepared one): its keys then load into a plain model"
             if handed and not any(w in saved for w in ("module", "unwrap", "without_ddp")) else ""
         )
-        return f"{_ELSEWHERE}save on one process only{where} {_ONE_PROCESS}{unwrap})"
+        return f"{_ELSEWHERE}save on one process only{where} {ONE_PROCESS}{unwrap})"
 
     def _handed_model(self, call: cst.Call, function: cst.FunctionDef | None) -> bool:
         """The save takes `x.state_dict()` of a parameter of its function or of an attribute

@@ -6,7 +6,7 @@ import libcst as cst
 
 from migrator.analysis import Role, dotted_name
 from migrator.analysis.loop import training_functions
-from migrator.analysis.reach import accelerator_home
+from migrator.analysis.reach import DRIVEN_LATER, accelerator_home
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -108,7 +108,7 @@ class PrintOnEveryProcess(Rule):
         for c in analysis.facts.calls:
             if dotted_name(c.node.func) in drives:
                 loops |= {id(n) for n in _enclosing_loops(analysis, c.node)}
-        note = " (left as written: this script gets no Accelerator until it is migrated with the model object it drives)"
+        note = f" (left as written: {DRIVEN_LATER})"
         for c in analysis.facts.calls:
             if not (isinstance(c.node.func, cst.Name) and c.node.func.value == "print"):
                 continue

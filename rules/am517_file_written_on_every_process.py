@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import Role, dotted_name
-from migrator.analysis.reach import RUN_CALLS_IT, called_by_other_files, run_by_other_files
+from migrator.analysis.reach import DRIVEN_LATER, NO_ACCELERATOR_YET, ONE_PROCESS, called_by_other_files, run_by_other_files
 from migrator.analysis.random_draws import unique_draw, unseeded_draw
 from migrator.analysis.saving import barrier_anchor, per_process_path
 from migrator.cst import adjacent_runs, wrap_statements
@@ -45,10 +45,7 @@ _PIL_MAKERS = ("PIL.Image.fromarray", "PIL.Image.open", "PIL.Image.new")
 
 
 _SAME_FILE = "N processes write the same file at once"
-_ELSEWHERE = (
-    f" ({RUN_CALLS_IT}, and this file gets no Accelerator, which may not exist yet when it runs: write it on one "
-    "process only, at the call or here (for example when `int(os.environ.get('RANK', 0)) == 0`))"
-)
+_ELSEWHERE = f" ({NO_ACCELERATOR_YET}: write it on one process only, at the call or here {ONE_PROCESS})"
 
 
 class FileWrittenOnEveryProcess(Rule):
@@ -169,7 +166,7 @@ class FileWrittenOnEveryProcess(Rule):
                 continue
             why, wait = self._why_not(call, path, statement)
             if why is not None and not analysis.migrating:  # a launched script driving a model object of the run
-                why = "this script gets no Accelerator until it is migrated with the model object it drives; write it on the main process then"
+                why = f"{DRIVEN_LATER}; write it on the main process then"
             fields = {"call": shown, "path": _short(path) if path is not call else "a file",
                       "consequence": self._consequence(path) if path is not call else _SAME_FILE}
             if why is not None:
@@ -206,7 +203,7 @@ class FileWrittenOnEveryProcess(Rule):
             if per_process_path(analysis, path) or branches.branch_of(call) is not None or branches.runs_only_on_main(call):
                 continue
             function = branches.function_of(call)
-            if function is None or _only_writes(function) and (function.name.value in gated or id(function) in analysis.facts.method_of):
+            if function is None or (function.name.value in gated or id(function) in analysis.facts.method_of) and _only_writes(function):
                 continue
             unpacks = fact.qualified == "shutil.unpack_archive" or isinstance(call.func, cst.Attribute) and call.func.attr.value == "extractall"
             if unpacks or self._copy_of_a_save(fact, function):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
-from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
+from migrator.analysis.reach import NO_ACCELERATOR_YET, ONE_PROCESS, run_by_other_files
 from migrator.analysis.walk import descendants
 from migrator.cst import wrap_statements
 from migrator.edits import replace
@@ -19,11 +19,7 @@ _LOG_FILES = {
     "logging.handlers.TimedRotatingFileHandler": "filename",
 }
 
-_ELSEWHERE = (
-    f" ({RUN_CALLS_IT}, and this file gets no "
-    "Accelerator, which may not exist yet when it runs: open the file on one process only (for example when "
-    "`int(os.environ.get('RANK', 0)) == 0`), or give each process its own)"
-)
+_ELSEWHERE = f" ({NO_ACCELERATOR_YET}: open the file on one process only {ONE_PROCESS}, or give each process its own)"
 
 
 class LogFileOnEveryProcess(Rule):

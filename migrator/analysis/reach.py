@@ -248,6 +248,11 @@ def called_by_other_files(analysis: "ScriptAnalysis", function: cst.FunctionDef,
 
 # how the findings on code other files call, in a file given no Accelerator, begin their note
 RUN_CALLS_IT = "left as written: other files of the run call this code on every process"
+# ... and how they go on: no Accelerator to ask, so one process is picked by the launcher's rank
+NO_ACCELERATOR_YET = f"{RUN_CALLS_IT}, and this file gets no Accelerator, which may not exist yet when it runs"
+ONE_PROCESS = "(for example when `int(os.environ.get('RANK', 0)) == 0`)"
+# why a launched script that drives a model object of another file is left as written
+DRIVEN_LATER = "this script gets no Accelerator until it is migrated with the model object it drives"
 
 
 def run_by_other_files(analysis: "ScriptAnalysis", node: cst.CSTNode, names: frozenset[str]) -> bool:
