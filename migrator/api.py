@@ -96,9 +96,13 @@ def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | 
 
 
 def _shared_side_effects(text: str, config: Config) -> bool:
-    """A file without torch whose functions the run calls may still make a directory or
-    open a log file on every process."""
-    return bool(config.run_callers) and any(word in text for word in ("makedirs", "mkdir", "FileHandler", "basicConfig"))
+    """A file without torch whose functions the run calls may still make a directory,
+    open a log file or write a file on every process."""
+    return bool(config.run_callers) and any(word in text for word in _SHARED_EFFECTS)
+
+
+# what AM517, AM518 and AM519 look for in code other files of the run call
+_SHARED_EFFECTS = ("makedirs", "mkdir", "FileHandler", "basicConfig", "open(", "savefig", "save(", "savetxt", "to_csv", "dump(")
 
 
 def unknown_selectors(selectors: Iterable[str]) -> list[str]:
@@ -192,7 +196,10 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     that only write a file (project/writers.py: `project_writers`), and its calls of the
     helpers of files the run only reads that create a folder every process may race for
     (project/dir_makers.py: `project_dir_makers`), and its calls of the methods of the run's
-    model objects that torch.save (project/savers.py: `project_savers`), and its calls of another
+    model objects that torch.save (project/savers.py: `project_savers`), and of the classes whose
+    objects keep a file open for writing (project/open_files.py: `project_file_keepers`), and the
+    optional parameters no call of the run passes (project/unpassed.py: `project_unpassed`), and its calls
+    of helpers that split a data set with a global generator (project/splits.py: `project_splits`), and its calls of another
     file's classes that keep a TensorBoard writer (project/loggers.py: `project_loggers`), and its
     calls of another file's functions that silence print off the main process
     (project/print_silencers.py: `project_print_silencers`), and its calls of the run's
@@ -215,7 +222,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_evaluations": (b"import",), "project_placing": (b"import",), "project_loaders": (b"DataLoader",), "project_drives": (b"import",),
         "project_iterators": (b"__next__", b"__iter__", b"batch"), "project_module_readers": (b".module",),
         "project_sharded_loaders": (b"DistributedSampler",), "project_dir_makers": (b"mkdir", b"makedirs"),
-        "project_savers": (b".save(",),
+        "project_savers": (b".save(",), "project_file_keepers": (b"open(",), "project_unpassed": (b"=None", b"= None"), "project_splits": (b"shuffle", b"perm", b"sample"),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:
@@ -241,6 +248,8 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_placing": project.placing_calls, "project_loaders": project.loader_calls, "project_drives": project.driving_calls,
         "project_iterators": project.iterator_params, "project_module_readers": project.module_reader_calls,
         "project_sharded_loaders": project.sharded_loader_calls, "project_savers": project.saver_calls,
+        "project_file_keepers": project.file_keeper_calls, "project_unpassed": project.unpassed_params,
+        "project_splits": project.split_helper_calls,
     }
     # who calls a file's functions counts only for callers that run under the launcher: a
     # file the run only reads may be a tool of its own (a search script starting runs)

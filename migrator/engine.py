@@ -445,10 +445,10 @@ def _not_silent(
 
 
 # Findings on what every process writes (a checkpoint, a file, a folder, a log, a print), on code
-# other files call, or on how long a driving loop runs (an early stop), say nothing of the
-# set-up the training needs: beside them only, a file that trains or drives training
-# without its set-up is still named (AM916).
-_SIDE_EFFECTS = frozenset({"AM510", "AM511", "AM517", "AM518", "AM519", "AM520", "AM915"})
+# other files call, on how long a driving loop runs (an early stop), or on a split each
+# process draws (AM227), say nothing of the set-up the training needs: beside them only, a
+# file that trains or drives training without its set-up is still named (AM916).
+_SIDE_EFFECTS = frozenset({"AM510", "AM511", "AM517", "AM518", "AM519", "AM520", "AM915", "AM227"})
 
 
 def _beside_training(finding: Finding) -> bool:

@@ -121,7 +121,7 @@ class HardCodedDevice(Rule):
             text = cst.Module([]).code_for_node(statement.value) if isinstance(statement, cst.Assign) else ""
             if not _ONE_GPU.search(text) or "rank" in text:
                 continue
-            if run_by_other_files(analysis, statement, names):
+            if run_by_other_files(analysis, statement, names, self.ctx.config.project_unpassed):
                 self.report(statement, name=var.name, note=_ELSEWHERE)
 
     def _choice(self, choice: DeviceChoice) -> None:

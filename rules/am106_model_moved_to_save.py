@@ -101,7 +101,7 @@ class ModelMovedToSave(Rule):
         hands it are prepared elsewhere."""
         analysis, names = self.analysis, self.ctx.config.run_callers
         for fact in analysis.facts.calls:
-            if fact.qualified != "torch.save" or not fact.node.args or not run_by_other_files(analysis, fact.node, names):
+            if fact.qualified != "torch.save" or not fact.node.args or not run_by_other_files(analysis, fact.node, names, self.ctx.config.project_unpassed):
                 continue
             function = analysis.branches.function_of(fact.node)
             params = {p.name.value for p in function.params.params} if function is not None else set()

@@ -37,7 +37,10 @@ class UnpreparedObjects(Rule):
       so `len()` is the per-process length, and not passed to `prepare`; it steps once
       per optimizer step and ends exactly at the end of the run;
     - stepped per epoch (`scheduler.step()` outside the batch loop): not passed to
-      `prepare`; epochs are the same on any number of processes.
+      `prepare`; epochs are the same on any number of processes;
+    - stepped in a method with no loop (`update_learning_rate()`) or by another file:
+      not passed to `prepare`, and the finding says how often it steps is decided where
+      that is called.
 
     The finding names each scheduler (or loader) left out of `prepare` and why.
 

@@ -85,7 +85,7 @@ class DataParallelWrapper(Rule):
         the run would be wrapped twice."""
         names = self.ctx.config.run_callers
         for wrap in wraps:
-            if run_by_other_files(self.analysis, wrap.call, names):
+            if run_by_other_files(self.analysis, wrap.call, names, self.ctx.config.project_unpassed):
                 batch = _SPLIT_BATCH if wrap.kind == "DataParallel" else ""
                 self.report(wrap.call, kind=wrap.kind, note=f"{_ELSEWHERE}{batch})")
 

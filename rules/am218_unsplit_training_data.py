@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import Role
-from migrator.analysis.roles import own_batch_iterators
+from migrator.analysis.roles import TENSOR_MAKERS, own_batch_iterators
 from migrator.rule import Example, Rule
 
 _SPLITS = {"process_index", "num_processes", "split_between_processes"}
@@ -50,6 +50,11 @@ class UnsplitTrainingData(Rule):
     ```
     (or keep the full batch, and the single-process speed, knowingly).
 
+    ## Known limits
+    A script that collects its data from an environment (`gym.make(...)`,
+    reinforcement learning) is not reported: each process rolls out its own episodes,
+    which are experience of its own, not a data set to split.
+
     ## See also
     - AM912 (optimizer-free-training) says the same of scripts that update the
       parameters by hand.
@@ -82,7 +87,7 @@ class UnsplitTrainingData(Rule):
         if any(n.attr.value in _SPLITS for n in analysis.nodes("Attribute")):  # type: ignore[attr-defined]
             return  # the script splits its data by process itself
         prepared = analysis.prepared
-        if any(analysis.roles.of(n) is Role.DATALOADER for n in prepared):
+        if any(analysis.roles.of(n) is Role.DATALOADER for n in prepared) or _rolls_out_an_environment(analysis):
             return
         served = bool(self.ctx.config.project_iterators)  # the callers hand it batches of their own making
         if not any(analysis.roles.of(n) is Role.MODEL for n in prepared) and not _refused_with_models(analysis) and not served:
@@ -98,6 +103,15 @@ class UnsplitTrainingData(Rule):
                 text = cst.Module([]).code_for_node(c.node).strip()
                 self.report(c.node, call=text if len(text) < 40 else "backward()")
                 return
+
+
+_ENVIRONMENTS = ("gym.", "gymnasium.")
+
+
+def _rolls_out_an_environment(analysis) -> bool:
+    """The script makes an environment (`gym.make("CartPole-v1")`): its training data is
+    the experience each process collects from its own, nothing to split."""
+    return any((c.qualified or "").startswith(_ENVIRONMENTS) and (c.qualified or "").endswith(".make") for c in analysis.facts.calls)
 
 
 def _refused_with_models(analysis) -> bool:
@@ -138,7 +152,9 @@ def _iterates_something(analysis, node: cst.CSTNode, iterators: frozenset[str] =
             source = _bound_value(analysis, current.iter, current)
             while isinstance(source, cst.Call) and _name(source.func) in _WRAPPERS and source.args:
                 source = _bound_value(analysis, source.args[0].value, current)
-            counter = isinstance(source, cst.Call) and _name(source.func) in _COUNTERS
+            counter = isinstance(source, cst.Call) and (
+                _name(source.func) in _COUNTERS or analysis.imports.qualify(source.func) in TENSOR_MAKERS  # a tensor's rows
+            )
             if not counter and not (isinstance(source, cst.Name) and source.value in iterators) and not _served_by(analysis, source, current, iterators):
                 return True
         current = analysis.parent(current)

@@ -56,9 +56,14 @@ class DataSplitPerProcess(Rule):
     ```
     (or `torch.manual_seed(args.seed)` before it; for scikit-learn, `random_state=0`).
 
+    In a run of several files, a call of another file's helper that does the same by hand
+    (SR-GNN's `split_validation`: `np.random.shuffle` of the indices, then `[:n_train]` and
+    `[n_train:]`) is reported too, unless the generator it draws from is seeded first; so
+    is a split in a launched script that drives a model object of the run.
+
     ## Known limits
-    Splits written by hand (`np.random.permutation` of indices, `torch.randperm`) are
-    not recognised. A seed in another function is not counted (it may run later), nor
+    Splits written by hand in the script itself (`np.random.permutation` of indices,
+    `torch.randperm`) are not recognised. A seed in another function is not counted (it may run later), nor
     one under an `if` (`if args.seed is not None:` seeds nothing by default); a seed that
     adds the rank makes the draws differ and does not count either.
     """
@@ -67,14 +72,16 @@ class DataSplitPerProcess(Rule):
     name = "data-split-per-process"
     message = (
         "`{call}` splits the data at random without a seed, differently on every process: one process's validation "
-        "samples are another's training samples; pass `{keyword}` (or seed {seeded} alike on every process first)"
+        "samples are another's training samples; {remedy}"
     )
     examples = (Example(before=_UNSEEDED_SPLIT, at=("5:22",)),)
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
-        if not (analysis.migrating or analysis.has_accelerator):
+        # a launched script that drives a model object of the run splits on every process too
+        if not (analysis.migrating or analysis.has_accelerator or self.ctx.config.project_drives):
             return
+        self._split_helpers()
         for c in analysis.facts.calls:
             spec = _SPLITS.get(c.qualified or "")
             if spec is None:
@@ -85,7 +92,21 @@ class DataSplitPerProcess(Rule):
             shown = f"{dotted_name(c.node.func) or c.qualified}(...)"
             suggestion = "generator=torch.Generator().manual_seed(0)" if keyword == "generator" else "random_state=0"
             seeded = "torch" if keyword == "generator" else "NumPy"
-            self.report(c.node, call=shown, keyword=suggestion, seeded=seeded)
+            self.report(c.node, call=shown, remedy=f"pass `{suggestion}` (or seed {seeded} alike on every process first)")
+
+    def _split_helpers(self) -> None:
+        """A helper of another file that permutes with a global generator and cuts the
+        data in two (SR-GNN's `split_validation`: `np.random.shuffle`; project/splits.py)."""
+        helpers = {spelling: (draw, seed) for spelling, draw, seed in self.ctx.config.project_splits}
+        if not helpers:
+            return
+        for c in self.analysis.facts.calls:
+            found = helpers.get(dotted_name(c.node.func) or "")
+            if found is None or self._seeded_before(c, {found[1]} | _SEED_ALL):
+                continue
+            draw, seed = found
+            remedy = f"it draws its order with `{draw}`: call `{seed}(...)` with the same value on every process before it"
+            self.report(c.node, call=f"{dotted_name(c.node.func)}(...)", remedy=remedy)
 
     def _seeded_before(self, split, seeds: set[str]) -> bool:
         """A seed above the split in its own scope, or at module level, not per process."""

@@ -159,7 +159,7 @@ class TorchSaveCheckpoint(Rule):
             function = branches.function_of(call)
             if function is not None and function.name.value in gated and id(function) not in analysis.facts.method_of:
                 continue
-            if run_by_other_files(analysis, call, self.ctx.config.run_callers):
+            if run_by_other_files(analysis, call, self.ctx.config.run_callers, self.ctx.config.project_unpassed):
                 self.report(call, wrapped="", audience="writes from every process", note=self._elsewhere_note(save))
 
     def _in_a_driving_script(self) -> None:

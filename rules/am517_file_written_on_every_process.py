@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import Role, dotted_name
-from migrator.analysis.reach import DRIVEN_LATER, NO_ACCELERATOR_YET, ONE_PROCESS, called_by_other_files, run_by_other_files
+from migrator.analysis.reach import DRIVEN_LATER, NO_ACCELERATOR_YET, ONE_PROCESS, run_by_other_files
 from migrator.analysis.random_draws import unique_draw, unseeded_draw
 from migrator.analysis.saving import barrier_anchor, per_process_path
 from migrator.cst import adjacent_runs, wrap_statements
@@ -45,7 +45,18 @@ _PIL_MAKERS = ("PIL.Image.fromarray", "PIL.Image.open", "PIL.Image.new")
 
 
 _SAME_FILE = "N processes write the same file at once"
+_KEPT_OPEN = (
+    " (left as written: every process uses the object it makes; make it on the main process only where the others"
+    " need nothing of it (`if accelerator.is_main_process: sys.stdout = Logger(...)`), or give each process a file"
+    " of its own (`accelerator.process_index` in its name))"
+)
 _ELSEWHERE = f" ({NO_ACCELERATOR_YET}: write it on one process only, at the call or here {ONE_PROCESS})"
+# ... and read back right after by every process (pytorch-retinanet's coco_eval: `loadRes(path)`)
+_ELSEWHERE_READ_BACK = (
+    f" ({NO_ACCELERATOR_YET}; every process reads it back after it: give each process a file of its own (its rank"
+    f" in the name), or write it on one process only {ONE_PROCESS} and have the others wait for it (a barrier)"
+    " before they read it)"
+)
 
 
 class FileWrittenOnEveryProcess(Rule):
@@ -70,7 +81,10 @@ class FileWrittenOnEveryProcess(Rule):
     only formats and prints, returns nothing and sets nothing outside it;
     migrator/project/writers.py); a file that starts a class of the run that creates the
     Accelerator itself, or a launched script that drives a model object of the run
-    (`model.optimize_parameters()`), hears of such calls, left as written. In a file given
+    (`model.optimize_parameters()`), hears of such calls, left as written. So does a
+    call that builds an object of another file's class keeping a file open for writing
+    (`sys.stdout = Logger(path)`, whose `__init__` does `self.file = open(fpath, 'w')`):
+    every process goes on using the object, so the caller chooses how to split it. In a file given
     no Accelerator whose code other files of the run call on every process (a helper
     module, a base class's method appending to the run's log), its own writes are reported
     and left as they are.
@@ -114,7 +128,9 @@ class FileWrittenOnEveryProcess(Rule):
     directories, are per-process files and are left alone. A path drawn at random
     (`runs/<random.randint(...)>` with no seed set alike before it) is reported for what it
     does: each process writes its own copy in a place of its own. Writers this rule does not
-    know (a frame made elsewhere, an image object made elsewhere) are not reported.
+    know (a frame made elsewhere, an image object made elsewhere) are not reported, nor is
+    a write in code other files run under a test of an optional parameter no call of the
+    run passes (`if save_path is not None:`): in this run it never happens.
     """
 
     code = "AM517"
@@ -150,6 +166,7 @@ class FileWrittenOnEveryProcess(Rule):
         driving = bool(self.ctx.config.project_drives) and not analysis.accelerator_names
         if not analysis.migrating and not driving and not analysis.accelerator_names and self.ctx.config.run_callers:
             self._in_code_run_elsewhere()
+        self._kept_open_files(analysis.migrating or driving)
         if not analysis.migrating and not (entered and (helpers or savers)):
             return
         self._checkpoint_methods(savers)
@@ -208,9 +225,38 @@ class FileWrittenOnEveryProcess(Rule):
             unpacks = fact.qualified == "shutil.unpack_archive" or isinstance(call.func, cst.Attribute) and call.func.attr.value == "extractall"
             if unpacks or self._copy_of_a_save(fact, function):
                 continue  # an unpacked download is AM220's, at the call; a checkpoint's copy goes with AM510's save
-            if run_by_other_files(analysis, call, self.ctx.config.run_callers):
+            if run_by_other_files(analysis, call, self.ctx.config.run_callers, self.ctx.config.project_unpassed):
                 fields = {"call": shown, "path": _short(path) if path is not call else "a file", "consequence": self._consequence(path)}
-                self.report(call, note=_ELSEWHERE, **fields)
+                read_back = path is not call and self._read_back(path, call)
+                self.report(call, note=_ELSEWHERE_READ_BACK if read_back else _ELSEWHERE, **fields)
+
+    def _kept_open_files(self, own: bool) -> None:
+        """An object of another file's class that keeps a file open for writing, built by
+        every process (`sys.stdout = Logger(path)`: project/open_files.py). Named, left as
+        written: every process goes on using the object, so only the caller can choose
+        between one process writing it and a file for each."""
+        keepers = {spelling: (position, where) for spelling, position, where in self.ctx.config.project_file_keepers}
+        if not keepers:
+            return
+        analysis = self.analysis
+        for fact in analysis.facts.calls:
+            spelling = dotted_name(fact.node.func)
+            if spelling not in keepers:
+                continue
+            call = fact.node
+            position, where = keepers[spelling]
+            path = _argument(call, position, "") if position >= 0 else call
+            if path is None or path is not call and per_process_path(analysis, path):
+                continue  # no path given (the class then opens nothing), or one of each process
+            branches = analysis.branches
+            if own and self._main_only(call) or not own and (
+                branches.branch_of(call) is not None or branches.runs_only_on_main(call)
+                or not run_by_other_files(analysis, call, self.ctx.config.run_callers, self.ctx.config.project_unpassed)
+            ):
+                continue
+            shown = _short(path) if path is not call else "a file"
+            consequence = f"each process opens it for writing and keeps it open ({where}), so N processes write into one file"
+            self.report(call, call=f"{spelling}()", path=shown, consequence=consequence, note=_KEPT_OPEN)
 
     def _copy_of_a_save(self, fact, function: cst.FunctionDef) -> bool:
         """`shutil.copyfile(path, best)` after a `torch.save` in the same function: AM510,
@@ -345,9 +391,11 @@ class FileWrittenOnEveryProcess(Rule):
             self.report(call, call=f"{dotted_name(call.func)}()", path="a checkpoint", consequence=_SAME_FILE, note=note)
 
     def _main_only(self, call: cst.Call) -> bool:
-        """Only the main process runs it, or a function this file never calls (its
+        """Only the main process runs it, or a function no code of the run calls (its
         callers decide); a method of a class another file of the run builds runs on every
-        process (`solver.train()` in main.py)."""
+        process (`solver.train()` in main.py), and so does a function another file calls
+        (an evaluation writing its results), unless it only writes: its callers gate those
+        calls (project/writers.py)."""
         branches = self.analysis.branches
         branch = branches.branch_of(call)
         if branch is not None:
@@ -355,8 +403,9 @@ class FileWrittenOnEveryProcess(Rule):
         function = branches.function_of(call)
         if function is None:
             return False
-        method = id(function) in self.analysis.facts.method_of  # a helper function: its callers gate its calls
-        elsewhere = method and called_by_other_files(self.analysis, function, self.ctx.config.run_callers)
+        config = self.ctx.config
+        helper = id(function) not in self.analysis.facts.method_of and function.name.value in config.project_gated_writers
+        elsewhere = not helper and run_by_other_files(self.analysis, call, config.run_callers, config.project_unpassed)
         return not branches.callers(function) and not elsewhere or branches.runs_only_on_main(call)
 
     def _consequence(self, path: cst.BaseExpression) -> str:
@@ -528,9 +577,14 @@ _SHOWS = {"print", "format", "str", "repr", "info", "debug", "warning", "write",
 
 
 def _only_shows(fact) -> bool:
+    """The call shows the path or works on its text (`os.path.basename(filename)`): the
+    file itself is not read."""
     func = fact.node.func
     name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-    return name in _SHOWS
+    return name in _SHOWS or (fact.qualified or "") in _PATH_TEXT
+
+
+_PATH_TEXT = {"os.path.basename", "os.path.dirname", "os.path.join", "os.path.splitext", "os.path.split", "os.path.abspath"}
 
 
 def _writes(mode: cst.BaseExpression | None) -> bool:

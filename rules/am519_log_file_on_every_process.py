@@ -130,7 +130,7 @@ class LogFileOnEveryProcess(Rule):
             function = branches.function_of(call)
             if function is not None and branches.runs_only_on_main(call):
                 continue
-            if shared and not run_by_other_files(analysis, call, self.ctx.config.run_callers):
+            if shared and not run_by_other_files(analysis, call, self.ctx.config.run_callers, self.ctx.config.project_unpassed):
                 continue
             fields = {"call": f"{cst.Module([]).code_for_node(call.func)}(...)", "path": text if len(text) <= 40 else "the file", "when": ""}
             line = self._own_line(call)

@@ -19,7 +19,7 @@ from migrator.analysis.manual_update import hand_updated_models
 from migrator.analysis.names import dotted_name
 from migrator.analysis.paths import binds_on_every_path, exits
 from migrator.analysis.roles import EMA_CLASS, Role, RoleTable, parameter_owners, peel_moves
-from migrator.analysis.walk import walk
+from migrator.analysis.walk import descendants, walk
 
 _ROLE_ORDER = (Role.MODEL, Role.OPTIMIZER, Role.DATALOADER, Role.SCHEDULER)
 
@@ -105,6 +105,26 @@ SIZED_ELSEWHERE = (
     "from the per-process length; if per epoch, keep it as it is"
 )
 STEPPED_ELSEWHERE = "stepped outside this file: whether it follows batches or epochs cannot be seen"
+
+
+STEPPED_BY_CALLERS = "whether it follows batches or epochs depends on where that is called, which cannot be seen here"
+
+
+def stepped_in_a_helper(facts: Facts, name: str) -> str | None:
+    """The function every `name.step()` sits in when none is in a loop and the function
+    has no loop at all (MUNIT's `update_learning_rate()`, which train.py calls once per
+    iteration): its callers decide how often the scheduler steps."""
+    steps = [
+        c for c in facts.calls
+        if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "step" and dotted_name(c.node.func.value) == name
+    ]
+    scopes = {id(c.scope): c.scope for c in steps}.values()  # two trainer classes of one file may each have one
+    if not steps or any(c.loops for c in steps) or not all(isinstance(s, cst.FunctionDef) for s in scopes):
+        return None
+    names = sorted({s.name.value for s in scopes})  # type: ignore[union-attr]
+    if len(names) != 1 or any(isinstance(n, (cst.For, cst.While)) for s in scopes for n in descendants(s)):
+        return None
+    return names[0]
 
 
 def stepped_elsewhere(facts: Facts, name: str) -> bool:
@@ -219,6 +239,9 @@ def make_plan(
                 pass  # stepped per batch by a function of another file of the run
             elif stepped_elsewhere(facts, cand.name):
                 left_out.append((cand.name, STEPPED_ELSEWHERE))
+                continue
+            elif (helper := stepped_in_a_helper(facts, cand.name)) is not None:
+                left_out.append((cand.name, f"stepped in `{helper}()`, outside any loop: {STEPPED_BY_CALLERS}"))
                 continue
             elif scheduler_steps_per_epoch(facts, cand.name, loop_iters, loaders):
                 left_out.append((cand.name, "stepped per epoch: it follows epochs, not batches"))

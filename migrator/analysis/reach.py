@@ -255,12 +255,14 @@ ONE_PROCESS = "(for example when `int(os.environ.get('RANK', 0)) == 0`)"
 DRIVEN_LATER = "this script gets no Accelerator until it is migrated with the model object it drives"
 
 
-def run_by_other_files(analysis: "ScriptAnalysis", node: cst.CSTNode, names: frozenset[str]) -> bool:
+def run_by_other_files(analysis: "ScriptAnalysis", node: cst.CSTNode, names: frozenset[str], unpassed: tuple[str, ...] = ()) -> bool:
     """`node` sits in a function other files of the run call (`called_by_other_files`), or
     in one this file calls from such a function (st-gcn's `IO.gpu()`, called by
     `Processor.__init__`): a file given no Accelerator whose code still runs on every
-    launched process. Code at module level, and under `if __name__ == "__main__":`, does not count."""
-    if not names:
+    launched process. Code at module level, under `if __name__ == "__main__":`, and in a
+    block that tests an optional parameter no call of the run passes (`unpassed`:
+    `in_unpassed_branch`) does not count."""
+    if not names or in_unpassed_branch(analysis, node, unpassed):
         return False
     branches = analysis.branches
     function = branches.function_of(node)
@@ -275,3 +277,32 @@ def run_by_other_files(analysis: "ScriptAnalysis", node: cst.CSTNode, names: fro
             return True
         todo.extend(f for call in branches.callers(function) if (f := branches.function_of(call)) is not None)
     return False
+
+
+def in_unpassed_branch(analysis: "ScriptAnalysis", node: cst.CSTNode, unpassed: tuple[str, ...]) -> bool:
+    """`node` sits in the body of `if p is not None:` (`if p != None:`, `if p:`) in a
+    function whose optional parameter `p` no call of the run passes (Config.project_unpassed,
+    `function.parameter`): in this run the block never runs."""
+    if not unpassed:
+        return False
+    function = analysis.branches.function_of(node)
+    if function is None or analysis.facts.method_of.get(id(function)) is not None:
+        return False
+    skipped = {u.split(".", 1)[1] for u in unpassed if u.split(".", 1)[0] == function.name.value}
+    child, parent = node, analysis.parent(node)
+    while parent is not None and parent is not function:
+        if isinstance(parent, cst.If) and child is parent.body and _tests_given(parent.test) in skipped:
+            return True
+        child, parent = parent, analysis.parent(parent)
+    return False
+
+
+def _tests_given(test: cst.BaseExpression) -> str | None:
+    """`p` of `p is not None`, `p != None` or `p` alone."""
+    if isinstance(test, cst.Name):
+        return test.value
+    if isinstance(test, cst.Comparison) and isinstance(test.left, cst.Name) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if isinstance(target.operator, (cst.IsNot, cst.NotEqual)) and isinstance(target.comparator, cst.Name) and target.comparator.value == "None":
+            return test.left.value
+    return None

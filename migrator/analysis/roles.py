@@ -405,7 +405,7 @@ def _roles_by_use(facts: Facts, roles: dict[str, Role], backward_loops: set[int]
     _models_built_with_optimizers(facts, roles)
     for loop in facts.loops:
         if loop.iter_name and loop.iter_name not in roles and id(loop.node) in backward_loops:
-            if not _counts_epochs(facts, loop.iter_name):
+            if not _counts_epochs(facts, loop.iter_name) and not _a_tensor(facts, loop.iter_name):
                 roles[loop.iter_name] = Role.DATALOADER
     for name in _loops_through_training_calls(facts):
         roles.setdefault(name, Role.DATALOADER)
@@ -434,6 +434,22 @@ def _counts_epochs(facts: Facts, name: str) -> bool:
         if callee not in _COUNTERS:
             return False
     return True
+
+
+# torch's functions that make a tensor: a loop over one goes through its first dimension
+TENSOR_MAKERS = {
+    "torch.randn", "torch.rand", "torch.randint", "torch.tensor", "torch.zeros", "torch.ones", "torch.arange",
+    "torch.linspace", "torch.empty", "torch.full", "torch.from_numpy", "torch.as_tensor", "torch.stack", "torch.cat",
+}
+
+
+def _a_tensor(facts: Facts, name: str) -> bool:
+    """`data = torch.randn(8, 2, 4)`, then `for x in data:`: a tensor, which prepare() does
+    not take (it would stop with a TypeError), not a loader."""
+    values = [b.value for b in facts.bindings if b.name == name]
+    return bool(values) and all(
+        isinstance(v, cst.Call) and facts.imports.qualify(v.func) in TENSOR_MAKERS for v in (peel_moves(v) for v in values)
+    )
 
 
 def _drawn_with_next(facts: Facts, backward_loops: set[int]) -> list[str]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import ast
 import os
 
-from migrator.analysis.ast_imports import module_imports, qualify
-from migrator.project.index import FileIndex, chain, init_of
+from migrator.analysis.ast_imports import qualify
+from migrator.project.index import FileIndex, chain, init_of, trees_mentioning
 
 _TOLERATED = {"OSError", "FileExistsError", "Exception", "IOError"}
 _MAIN_WORDS = ("rank", "main_process", "process_index", "is_master", "is_main")
@@ -72,15 +72,7 @@ def _bodies(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[tupl
     """(file, name) → the top-level function (a class: its `__init__`) and the file's imports,
     for the files that create a directory at all."""
     out = {}
-    for path in files:
-        data = sources.get(path, b"")
-        if b"mkdir" not in data and b"makedirs" not in data:
-            continue
-        try:
-            tree = ast.parse(data)
-        except (SyntaxError, ValueError):
-            continue
-        imports = module_imports(tree)
+    for path, tree, imports in trees_mentioning(sources, files, (b"mkdir", b"makedirs")):
         for node in tree.body:
             if isinstance(node, ast.FunctionDef):
                 out[(path, node.name)] = (node, imports)

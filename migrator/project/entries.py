@@ -156,7 +156,7 @@ def called_elsewhere(sources: dict[str, bytes], files: dict[str, FileIndex]) -> 
 def instances_of(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> dict[str, tuple[str, str]]:
     """Names this file binds to instances of the run's classes (`solver = Solver(...)`,
     `trainer = Trainer(model).cuda()`): name → (path, class)."""
-    instances = {**_inherited_attributes(f, files), **f.instances}
+    instances = {**_handed_attributes(f, files), **_inherited_attributes(f, files), **f.instances}
     made = {c.spelling: c.target for c in f.calls if _is_class(files, c.target)}
     if not made:
         return instances
@@ -181,6 +181,28 @@ def _inherited_attributes(f: FileIndex, files: dict[str, FileIndex]) -> dict[str
         if base is not None:
             out.update({name: made for name, made in base.instances.items() if name.startswith("self.")})
     return out
+
+
+def _handed_attributes(f: FileIndex, files: dict[str, FileIndex]) -> dict[str, tuple[str, str]]:
+    """`self.model_checkpoint` of a class whose `__init__` keeps the parameter as it is,
+    where every call of the class in the run hands it an instance of one class of the run
+    (Bert-Multi-Label's `Trainer(..., model_checkpoint=model_checkpoint)` after
+    `model_checkpoint = ModelCheckpoint(...)` in run_bert.py)."""
+    handed: dict[str, set[tuple[str, str] | None]] = {}
+    for name, function in f.functions.items():
+        if not function.is_class or not function.kept_params:
+            continue
+        for other in files.values():
+            for call in other.calls:
+                if call.target != (f.path, name) or call.has_star:
+                    continue
+                keywords = dict(call.keywords)
+                for param, attribute in function.kept_params:
+                    position = function.params.index(param)
+                    given = keywords.get(param) if param in keywords else call.args[position] if position < len(call.args) else None
+                    if given is not None or param in keywords or position < len(call.args):
+                        handed.setdefault(attribute, set()).add(other.instances.get(given) if given else None)
+    return {attribute: made.pop() for attribute, made in handed.items() if len(made) == 1 and None not in made}
 
 
 def _instance_methods(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> set[tuple[tuple[str, str], str]]:

@@ -9,6 +9,8 @@ import re
 from typing import Callable
 from dataclasses import dataclass, field
 
+from migrator.analysis.ast_imports import module_imports
+
 ACCELERATOR = "accelerator"
 
 
@@ -46,6 +48,8 @@ class Function:
     module_params: tuple[str, ...] = ()
     # a function: the classes of the run whose instance it returns, (file, class) (`_note_factories`)
     makes: tuple[tuple[str, str], ...] = ()
+    # a class: the parameters its `__init__` keeps as they are (`self.model_checkpoint = model_checkpoint`)
+    kept_params: tuple[tuple[str, str], ...] = ()  # (parameter, "self.attribute")
 
 
 @dataclass
@@ -340,7 +344,24 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             node.name in iterators if init is not None else _returns_one_of(node, iterators),
             _module_params(node, init, params),
         )
+        if init is not None:
+            out[node.name].kept_params = _kept_params(init, params)
     return out
+
+
+def _kept_params(init: ast.FunctionDef, params: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(parameter, `self.x`) for each `self.x = parameter` of `init`, the attribute bound
+    nowhere else in it: the object a caller hands in is the one the methods use."""
+    bound: dict[str, list[str | None]] = {}
+    for node in ast.walk(init):
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for target in targets:
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                value = node.value
+                bound.setdefault(target.attr, []).append(value.id if isinstance(value, ast.Name) and value.id in params else None)
+    return tuple(sorted((kept[0], f"self.{attr}") for attr, kept in bound.items() if len(kept) == 1 and kept[0] is not None))
 
 
 def _module_params(node: ast.AST, init: ast.FunctionDef | None, params: tuple[str, ...]) -> tuple[str, ...]:
@@ -488,6 +509,20 @@ def _builds_loader(value: ast.AST | None) -> bool:
     func = value.func if isinstance(value, ast.Call) else None
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
     return name == "DataLoader"
+
+
+def trees_mentioning(sources: dict[str, bytes], paths, marks: tuple[bytes, ...]):
+    """(path, tree, imports) of each of `paths` whose text holds one of `marks` and parses:
+    the project readers look only into the files that may hold what they look for."""
+    for path in paths:
+        data = sources.get(path, b"")
+        if not any(mark in data for mark in marks):
+            continue
+        try:
+            tree = ast.parse(data)
+        except (SyntaxError, ValueError):
+            continue
+        yield path, tree, module_imports(tree)
 
 
 def init_of(cls: ast.ClassDef) -> ast.FunctionDef | None:

@@ -2667,6 +2667,104 @@ def test_a_folder_made_by_a_helper_the_run_only_reads_is_named_at_the_call(tmp_p
     assert [line.split(" ")[0] for line in both.stdout.splitlines() if "AM518" in line] == ["utils/util.py:6:9:"], both.stdout
 
 
+def test_an_object_keeping_a_log_file_open_is_named_where_every_process_builds_it(tmp_path) -> None:
+    """open-reid's `sys.stdout = Logger(path)` (reid/utils/logging.py: `self.file =
+    open(fpath, 'w')` in `__init__`): every process truncates the one log and writes into
+    it. The class's file cannot tell the processes apart, so the call is named, left as
+    written; a path made from the rank, a call that passes no path, and a call on the
+    main process only are not."""
+    logging_py = textwrap.dedent('''\
+        import sys
+
+
+        class Logger:
+            def __init__(self, fpath=None):
+                self.console = sys.stdout
+                self.file = None
+                if fpath is not None:
+                    self.file = open(fpath, "w")
+
+            def write(self, msg):
+                self.console.write(msg)
+                if self.file is not None:
+                    self.file.write(msg)
+
+            def flush(self):
+                self.console.flush()
+
+
+        class Reader:
+            def __init__(self, fpath):
+                self.file = open(fpath)
+    ''')
+    train = textwrap.dedent('''\
+        import os
+        import sys
+
+        import torch
+        from utils.logging import Logger, Reader
+        from runtime import Accelerator
+
+        accelerator = Accelerator()
+        sys.stdout = Logger(os.path.join("logs", "log.txt"))
+        console = Logger()
+        mine = Logger(f"log{accelerator.process_index}.txt")
+        if accelerator.is_main_process:
+            sys.stderr = Logger("err.txt")
+        data = Reader("data.txt")
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        model, optimizer = accelerator.prepare(model, optimizer)
+        for x in torch.randn(8, 2, 4).to(accelerator.device):
+            optimizer.zero_grad()
+            accelerator.backward(model(x).sum())
+            optimizer.step()
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "utils/__init__.py": "", "utils/logging.py": logging_py})
+    results = _results([root])
+    told = [(f.start.line, f.message) for f in results["train.py"].findings if f.code == "AM517"]
+    assert [line for line, _ in told] == [9], told
+    assert "`Logger()` writes `os.path.join(\"logs\", \"log.txt\")` on every process" in told[0][1]
+    assert "(utils/logging.py:9)" in told[0][1] and "left as written" in told[0][1]
+    assert results["train.py"].after == train
+
+
+@pytest.mark.parametrize("second", ["evals.summarize([3.0])", "evals.summarize([3.0], save_path=\"curves\")"])
+def test_a_write_under_an_optional_parameter_no_call_passes_is_not_named(tmp_path, second) -> None:
+    """pytorch-retinanet's `csv_eval.evaluate(..., save_path=None)` saves its curves under
+    `if save_path != None:`, and no call of the run passes a `save_path`: the block never
+    runs, so its write is not named (the one outside it is). Once a call passes it, it is."""
+    evals = textwrap.dedent('''\
+        import json
+
+
+        def summarize(scores, save_path=None):
+            with open("scores.json", "w") as f:
+                json.dump(scores, f)
+            if save_path != None:
+                with open(save_path + "/curve.json", "w") as f:
+                    json.dump(sorted(scores), f)
+            return sum(scores) / len(scores)
+    ''')
+    train = textwrap.dedent(f'''\
+        import torch
+        import evals
+
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        data = torch.randn(8, 2, 4)
+        for x in data:
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+        mean = evals.summarize([1.0, 2.0])
+        {second}
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "evals.py": evals})
+    lines = [f.start.line for f in _results([root])["evals.py"].findings if f.code == "AM517"]
+    assert lines == ([5] if "save_path" not in second else [5, 8]), lines
+
+
 def test_a_save_in_code_the_run_calls_on_every_process_is_named(tmp_path) -> None:
     """pix2pixHD's `BaseModel.save_network` (models/base_model.py) torch.saves each network;
     train.py calls `model.save(...)` on every process, so N processes write one file at
@@ -2717,6 +2815,80 @@ def test_a_save_in_code_the_run_calls_on_every_process_is_named(tmp_path) -> Non
     saves = [f for f in results["base_model.py"].findings if f.code == "AM510"]
     assert [f.start.line for f in saves] == [8], results["base_model.py"].findings
     assert "other files of the run call this code" in saves[0].message and not results["base_model.py"].changed
+
+
+def test_the_index_follows_a_callback_handed_to_a_trainer_class_to_its_methods(tmp_path) -> None:
+    """Bert-Multi-Label's run_bert.py builds `model_checkpoint = ModelCheckpoint(...)` and
+    hands it to `Trainer(..., model_checkpoint=model_checkpoint)`, whose `__init__` keeps it
+    as `self.model_checkpoint`; each epoch calls `self.model_checkpoint.epoch_step(state)`,
+    which torch.saves on every process (AM510 names it in the callback's file, as code
+    other files run). An attribute one caller binds to a checkpoint and another to
+    something else is not followed: which class it runs is not known."""
+    callbacks = textwrap.dedent('''\
+        import torch
+
+
+        class ModelCheckpoint:
+            def __init__(self, path):
+                self.path = path
+
+            def epoch_step(self, state):
+                torch.save(state, self.path)
+
+
+        class Monitor:
+            def __init__(self, path):
+                self.path = path
+
+            def epoch_step(self, state):
+                torch.save(state, self.path)
+    ''')
+    trainer = textwrap.dedent('''\
+        class Trainer:
+            def __init__(self, model, optimizer, model_checkpoint=None, monitor=None):
+                self.model = model
+                self.optimizer = optimizer
+                self.model_checkpoint = model_checkpoint
+                self.monitor = monitor
+
+            def train(self, data):
+                for epoch in range(2):
+                    for x in data:
+                        self.optimizer.zero_grad()
+                        self.model(x).sum().backward()
+                        self.optimizer.step()
+                    self.model_checkpoint.epoch_step({"epoch": epoch})
+                    self.monitor.epoch_step({"epoch": epoch})
+    ''')
+    main = textwrap.dedent('''\
+        import torch
+
+        from callbacks import ModelCheckpoint, Monitor
+        from trainer import Trainer
+
+
+        def run(data):
+            model = torch.nn.Linear(4, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            model_checkpoint = ModelCheckpoint("best.pt")
+            monitor = Monitor("monitor.pt")
+            Trainer(model, optimizer, model_checkpoint=model_checkpoint, monitor=monitor).train(data)
+
+
+        def other(data):
+            model = torch.nn.Linear(4, 1)
+            checkpoint = ModelCheckpoint("last.pt")
+            Trainer(model, None, checkpoint, checkpoint).train(data)
+
+
+        run(torch.randn(8, 2, 4))
+        other(torch.randn(8, 2, 4))
+    ''')
+    root = _project(tmp_path, **{"main.py": main, "trainer.py": trainer, "callbacks.py": callbacks})
+    paths = {name: os.path.join(root, name) for name in ("main.py", "trainer.py", "callbacks.py")}
+    sources = {p: open(p, "rb").read() for p in paths.values()}
+    called = project.called_elsewhere(sources, project.index(sources))[paths["callbacks.py"]]
+    assert "ModelCheckpoint.epoch_step" in called and "Monitor.epoch_step" not in called, called
 
 
 def test_a_checkpoint_method_of_a_model_object_is_named_where_the_script_calls_it(tmp_path) -> None:
