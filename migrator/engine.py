@@ -300,7 +300,9 @@ def migrate_verified(
     lint = migrate_module(module, path, replace(config, fix=False), rules, source=source)
     kept = tuple(replace(f, fixable=False, unsafe_fix=False) for f in lint.findings)
     refusals = tuple(_refusal(path, p) for p in [*problems, *_unsafe_to_write(lint)] if p.blocking or p.code in _TRUE_UNWRITTEN)
-    return EngineOutcome(module, kept + refusals, code=source)
+    # edits beside the training only (a type test, a folder) refused: the training they sit beside is still named
+    named = _not_silent(replace(lint, findings=kept), path, source, config.run_callers, _drives(config, source)).findings
+    return EngineOutcome(module, named + refusals, code=source)
 
 
 # A script distributed by another engine (FSDP, DeepSpeed, Horovod, ...) is left whole:
@@ -445,10 +447,11 @@ def _not_silent(
 
 
 # Findings on what every process writes (a checkpoint, a file, a folder, a log, a print), on code
-# other files call, on how long a driving loop runs (an early stop), or on a split each
-# process draws (AM227), say nothing of the set-up the training needs: beside them only, a
-# file that trains or drives training without its set-up is still named (AM916).
-_SIDE_EFFECTS = frozenset({"AM510", "AM511", "AM517", "AM518", "AM519", "AM520", "AM915", "AM227"})
+# other files call, on how long a driving loop runs (an early stop), on a split each
+# process draws (AM227), or on a test for DataParallel (AM229), say nothing of the set-up
+# the training needs: beside them only, a file that trains or drives training without its
+# set-up is still named (AM916).
+_SIDE_EFFECTS = frozenset({"AM510", "AM511", "AM517", "AM518", "AM519", "AM520", "AM915", "AM227", "AM229"})
 
 
 def _beside_training(finding: Finding) -> bool:

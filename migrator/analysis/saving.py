@@ -79,10 +79,20 @@ def per_process_path(analysis: "ScriptAnalysis", path: cst.BaseExpression) -> bo
     inside a temporary directory each process makes for itself (`with TemporaryDirectory()
     as d: p = os.path.join(d, "best.pt")`), or a buffer in its memory (`io.BytesIO()`).
     Saving there once, on the main process, would leave the others nothing to load back."""
-    text = cst.Module([]).code_for_node(path)
-    if any(word in text for word in _PER_PROCESS):
+    return _from_rank(analysis, path, depth=0) or _from_temporary(analysis, path, depth=0)
+
+
+def _from_rank(analysis: "ScriptAnalysis", expr: cst.BaseExpression, depth: int) -> bool:
+    """`expr` names the rank, or is a name its scope binds only to values that do, through
+    up to 3 bindings (BLIP's `result_file = os.path.join(dir, '%s_rank%d.json' % (name,
+    utils.get_rank()))`)."""
+    if any(word in cst.Module([]).code_for_node(expr) for word in _PER_PROCESS):
         return True
-    return _from_temporary(analysis, path, depth=0)
+    if depth >= 3 or not isinstance(expr, cst.Name):
+        return False
+    scope = analysis.scope_of(expr)
+    values = [b.element or b.value for b in analysis.facts.bindings if b.name == expr.value and b.scope is scope]
+    return bool(values) and all(v is not None and _from_rank(analysis, v, depth + 1) for v in values)
 
 
 def _from_temporary(analysis: "ScriptAnalysis", expr: cst.CSTNode, depth: int) -> bool:

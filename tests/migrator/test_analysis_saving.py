@@ -204,3 +204,23 @@ def test_no_barrier_where_a_process_may_have_left_the_iteration_already() -> Non
     )
     (save,) = saves(analysis)
     assert save.anchor is None
+
+
+def test_a_path_bound_from_the_rank_is_each_process_s_own() -> None:
+    """BLIP's `result_file = os.path.join(dir, '%s_rank%d.json' % (name, utils.get_rank()))`,
+    then `open(result_file, 'w')`: one file per process, through the name; a name also
+    bound to a shared path is not."""
+    from migrator.analysis.saving import per_process_path
+
+    analysis = _analyze("""
+        import os
+        def save(result, name, rank_of):
+            result_file = os.path.join("out", "%s_rank%d.json" % (name, rank_of()))
+            shared = os.path.join("out", name)
+            if name:
+                shared = result_file
+            open(result_file, "w").write(result)
+            open(shared, "w").write(result)
+    """)
+    opened = [c for c in analysis.facts.calls if c.func == "open"]
+    assert [per_process_path(analysis, c.node.args[0].value) for c in opened] == [True, False]
