@@ -199,7 +199,8 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     model objects that torch.save (project/savers.py: `project_savers`), and of the classes whose
     objects keep a file open for writing (project/open_files.py: `project_file_keepers`), and the
     optional parameters no call of the run passes (project/unpassed.py: `project_unpassed`), and its calls
-    of helpers that split a data set with a global generator (project/splits.py: `project_splits`), and its calls of another
+    of helpers that split a data set with a global generator (project/splits.py: `project_splits`), and
+    of helpers that freeze or unfreeze a model's parameters (project/freezers.py: `project_freezers`), and its calls of another
     file's classes that keep a TensorBoard writer (project/loggers.py: `project_loggers`), and its
     calls of another file's functions that silence print off the main process
     (project/print_silencers.py: `project_print_silencers`), and its calls of the run's
@@ -222,7 +223,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_evaluations": (b"import",), "project_placing": (b"import",), "project_loaders": (b"DataLoader",), "project_drives": (b"import",),
         "project_iterators": (b"__next__", b"__iter__", b"batch"), "project_module_readers": (b".module",),
         "project_sharded_loaders": (b"DistributedSampler",), "project_dir_makers": (b"mkdir", b"makedirs"),
-        "project_savers": (b".save(",), "project_file_keepers": (b"open(",), "project_unpassed": (b"=None", b"= None"), "project_splits": (b"shuffle", b"perm", b"sample"),
+        "project_savers": (b".save(",), "project_file_keepers": (b"open(",), "project_unpassed": (b"=None", b"= None"), "project_splits": (b"shuffle", b"perm", b"sample"), "project_freezers": (b"requires_grad",),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:
@@ -249,7 +250,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_iterators": project.iterator_params, "project_module_readers": project.module_reader_calls,
         "project_sharded_loaders": project.sharded_loader_calls, "project_savers": project.saver_calls,
         "project_file_keepers": project.file_keeper_calls, "project_unpassed": project.unpassed_params,
-        "project_splits": project.split_helper_calls,
+        "project_splits": project.split_helper_calls, "project_freezers": project.freezer_calls,
     }
     # who calls a file's functions counts only for callers that run under the launcher: a
     # file the run only reads may be a tool of its own (a search script starting runs)

@@ -347,15 +347,15 @@ def _lint(module: cst.Module, path: str, config: Config, rules: Sequence[type[Ru
 
 
 # Findings of the rules that make any migration of the file wrong: it is not written.
-_UNSAFE_TO_WRITE = {"AM915", "AM224", "AM227"}
+_UNSAFE_TO_WRITE = {"AM915", "AM224", "AM227", "AM230"}
 
 
 def _unsafe_to_write(lint: EngineOutcome) -> list:
     """A migration whose backward would run a number of times each process decides (AM915)
     hangs on N processes; one whose step computes its loss with the module's own forward
     (AM224) trains unsynchronised copies; one that splits its data at random per process
-    (AM227) validates on another process's training data. None is written: one reason per
-    finding."""
+    (AM227) validates on another process's training data; one that freezes layers while it
+    trains (AM230) stops or drifts under DDP. None is written: one reason per finding."""
     from migrator.verify.pair import Problem
 
     reasons = {
@@ -376,6 +376,13 @@ def _unsafe_to_write(lint: EngineOutcome) -> list:
             "left as written: each process would draw its own train/validation split, so one process's "
             "validation samples would be another's training samples (AM227 shows the split); seed the split "
             "alike on every process, then migrate",
+        ),
+        "AM230": (
+            "AM960",
+            "left as written: the training changes which parameters need a gradient after prepare() would wrap "
+            "the model (AM230 shows where), so DDP would stop at the next step or leave the unfrozen layers "
+            "unaveraged; keep every parameter trainable at prepare() and pass "
+            "`DistributedDataParallelKwargs(find_unused_parameters=True)` to the Accelerator, then migrate",
         ),
     }
     return [
@@ -448,10 +455,10 @@ def _not_silent(
 
 # Findings on what every process writes (a checkpoint, a file, a folder, a log, a print), on code
 # other files call, on how long a driving loop runs (an early stop), on a split each
-# process draws (AM227), or on a test for DataParallel (AM229), say nothing of the set-up
-# the training needs: beside them only, a file that trains or drives training without its
-# set-up is still named (AM916).
-_SIDE_EFFECTS = frozenset({"AM510", "AM511", "AM517", "AM518", "AM519", "AM520", "AM915", "AM227", "AM229"})
+# process draws (AM227), on a test for DataParallel (AM229) or on a freeze while training
+# (AM230), say nothing of the set-up the training needs: beside them only, a file that
+# trains or drives training without its set-up is still named (AM916).
+_SIDE_EFFECTS = frozenset({"AM510", "AM511", "AM517", "AM518", "AM519", "AM520", "AM915", "AM227", "AM229", "AM230"})
 
 
 def _beside_training(finding: Finding) -> bool:

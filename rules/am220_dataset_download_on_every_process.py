@@ -21,6 +21,9 @@ _DOWNLOADERS = {
 _DATASET_MODULES = ("torchvision.datasets.", "torchaudio.datasets.")
 
 
+_FIRST = "; the main process downloads first (`with accelerator.main_process_first():`), the others then read its copy"
+
+
 class DatasetDownloadOnEveryProcess(Rule):
     """## What it does
     In a script being migrated, puts the statement that builds a data set with
@@ -128,8 +131,8 @@ class DatasetDownloadOnEveryProcess(Rule):
             item = cst.WithItem(cst.parse_expression(f"{analysis.accelerator_at(group[0][1])}.main_process_first()"))
             pairs = wrap_statements([line for _, line, _ in group], lambda body: cst.With(items=[item], body=body))
             fix = Fix(tuple(replace(n, r) for n, r in pairs))  # type: ignore[arg-type]
-            for call, _, shown in group:
-                self.report(call, edits=fix, call=shown, note="")
+            for call, _, shown in group:  # the remedy is said too: a refused migration shows the finding unfixed
+                self.report(call, edits=fix, call=shown, note=_FIRST)
 
     def _before_the_accelerator(self) -> None:
         """A file with no set-up of its own that hands over to a class or function of the

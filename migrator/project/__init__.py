@@ -46,6 +46,7 @@ from migrator.project.entries import called_elsewhere, entered_calls, entering_c
 from migrator.project.decide import Outcome, decide, evaluation_calls, loader_calls, placing_calls, refused_trainers, state_calls, with_reasons, with_unthreaded
 from migrator.project.index import Call, FileIndex, Function, candidates, index, inheriting_calls, installed_packages, linked, member_calls, subclassed_elsewhere
 from migrator.project.iterators import iterator_params
+from migrator.project.freezers import freezer_calls
 from migrator.project.open_files import file_keeper_calls
 from migrator.project.splits import split_helper_calls
 from migrator.project.unpassed import unpassed_params
@@ -63,5 +64,5 @@ from migrator.project.writers import writer_calls, writers_callers_gate
 
 __all__ = [
     "Call", "FileIndex", "Function", "Outcome", "SEPARATOR", "STUB",
-    "called_elsewhere", "candidates", "decide", "dir_maker_calls", "distribution_calls", "download_calls", "driving_calls", "entered_calls", "evaluation_calls", "entering_calls", "evaluations_left_whole", "file_keeper_calls", "index", "inheriting_calls", "installed_packages", "iterator_params", "launched", "linked", "loader_calls", "logger_calls", "member_calls", "meter_calls", "module_reader_calls", "placing_calls", "print_silencer_calls", "refused_trainers", "role_calls", "saver_calls", "sharded_loader_calls", "split_helper_calls", "state_calls", "subclassed_elsewhere", "unpassed_params", "unused_models", "with_reasons", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls", "writers_callers_gate",
+    "called_elsewhere", "candidates", "decide", "dir_maker_calls", "distribution_calls", "download_calls", "driving_calls", "entered_calls", "evaluation_calls", "entering_calls", "evaluations_left_whole", "file_keeper_calls", "freezer_calls", "index", "inheriting_calls", "installed_packages", "iterator_params", "launched", "linked", "loader_calls", "logger_calls", "member_calls", "meter_calls", "module_reader_calls", "placing_calls", "print_silencer_calls", "refused_trainers", "role_calls", "saver_calls", "sharded_loader_calls", "split_helper_calls", "state_calls", "subclassed_elsewhere", "unpassed_params", "unused_models", "with_reasons", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls", "writers_callers_gate",
 ]

@@ -2765,6 +2765,48 @@ def test_a_write_under_an_optional_parameter_no_call_passes_is_not_named(tmp_pat
     assert lines == ([5] if "save_path" not in second else [5, 8]), lines
 
 
+def test_a_helper_of_another_file_that_freezes_layers_each_epoch_leaves_the_set_up_as_written(tmp_path) -> None:
+    """deep-person-reid's engine calls torchtools' `open_specified_layers(model, ...)` and
+    `open_all_layers(model)` at the start of each epoch: after the wrap, DDP would stop at
+    the next step (or never average the layers opened again). The call is named (AM230)
+    and the set-up is not migrated (AM960); a freeze before training is not named."""
+    tools = textwrap.dedent('''\
+        def open_all_layers(model):
+            for p in model.parameters():
+                p.requires_grad = True
+
+
+        def open_specified_layers(model, names):
+            for name, module in model.named_children():
+                for p in module.parameters():
+                    p.requires_grad = name in names
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        import tools
+
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
+        tools.open_specified_layers(model, ["1"])
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = torch.utils.data.DataLoader(torch.randn(16, 4), batch_size=4)
+        for epoch in range(4):
+            if epoch < 2:
+                tools.open_specified_layers(model, ["1"])
+            else:
+                tools.open_all_layers(model)
+            for x in loader:
+                optimizer.zero_grad()
+                model(x).sum().backward()
+                optimizer.step()
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "tools.py": tools})
+    result = _results([root])["train.py"]
+    assert sorted((f.code, f.start.line) for f in result.findings if f.code in ("AM230", "AM960")) == [
+        ("AM230", 10), ("AM230", 12), ("AM960", 10), ("AM960", 12),
+    ], result.findings
+    assert result.after == train
+
+
 def test_a_save_in_code_the_run_calls_on_every_process_is_named(tmp_path) -> None:
     """pix2pixHD's `BaseModel.save_network` (models/base_model.py) torch.saves each network;
     train.py calls `model.save(...)` on every process, so N processes write one file at
