@@ -5,27 +5,32 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.freezing import PART_WALKS
 from migrator.analysis.reach import run_by_other_files
 from migrator.rule import Example, Rule
 
 # loops that walk a model's parts, not the training's epochs or batches
-_PARTS = ("parameters", "children", "modules", "layers", "items()", "open_layers")
+_PARTS = ("parameters", "children", "modules", "layers", "items()")
 
 
 class RequiresGradChangedInTraining(Rule):
     """## What it does
-    Reports a change of which parameters need a gradient made while training runs: a
-    loop over `parameters()` setting `p.requires_grad`, `module.requires_grad_(False)`,
-    or a call of another file's helper that does either (deep-person-reid's
-    `open_specified_layers(model, ...)` / `open_all_layers(model)` at the start of each
-    epoch), in a loop, or in a function a loop of the file calls. In a script being
+    Reports a change of which parts of a model need a gradient made while training runs:
+    a loop over a part's `parameters()` (`model.backbone`, `model[0]`, a module a loop
+    over `named_children()` hands out) setting `p.requires_grad`,
+    `model.backbone.requires_grad_(False)`, or a call of another file's helper that does
+    either (deep-person-reid's `open_specified_layers(model, ...)` at the start of each
+    epoch), in a loop, or in a function a loop of the file calls. A whole model frozen and
+    opened again (a GAN's discriminator during the generator's step) is not reported:
+    DDP handles it. In a script being
     migrated, and in code other files of the run call on every process. Nothing is
     changed, and the migration of such a script is not written (AM960 says why).
 
     ## Why is this bad?
     DistributedDataParallel fixes, when prepare() wraps the model, the parameters whose
-    gradients it averages: those that need one then. A layer frozen later gets no gradient,
-    and DDP stops at the next step waiting for it; a layer frozen at prepare() and unfrozen
+    gradients it averages: those that need one then. A part frozen later gets no gradient,
+    and DDP stops at the next step waiting for it (a probe with torch 2.13 and gloo:
+    "Expected to have finished reduction in the prior iteration"); a layer frozen at prepare() and unfrozen
     later is trained on each process but never averaged, so the copies drift apart in
     silence. Keep every parameter trainable when the model is prepared and create the
     Accelerator with `kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)]`:
@@ -81,43 +86,53 @@ class RequiresGradChangedInTraining(Rule):
         if not analysis.migrating and not shared:
             return
         helpers = set(config.project_freezers)
-        sites: list[tuple[cst.CSTNode, str]] = []
+        parts = self._part_variables()
+        sites: list[tuple[cst.CSTNode, str, set[str]]] = []
         for loop in analysis.nodes("For"):
-            target = self._toggled(loop)  # type: ignore[arg-type]
-            if target is not None:
-                sites.append((loop, f"`{target}.requires_grad = ...`"))
+            owner = _parameters_of(loop.iter)  # type: ignore[attr-defined]
+            if owner is not None and _is_part(owner, parts) and self._sets_requires_grad(loop):  # type: ignore[arg-type]
+                shown = cst.Module([]).code_for_node(owner)
+                sites.append((loop, f"`{shown}`'s `requires_grad`", _names_in(owner)))
         for fact in analysis.facts.calls:
             func = fact.node.func
-            if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and _false_given(fact.node):
-                sites.append((fact.node, f"`{dotted_name(func.value) or 'module'}.requires_grad_(False)`"))
+            if isinstance(func, cst.Attribute) and func.attr.value == "requires_grad_" and _false_given(fact.node) and _is_part(func.value, parts):
+                sites.append((fact.node, f"`{cst.Module([]).code_for_node(func.value)}.requires_grad_(False)`", _names_in(func.value)))
             elif dotted_name(func) in helpers:
-                sites.append((fact.node, f"`{dotted_name(func)}()`"))
-        for site, what in sites:
-            if not self._during_training(site, 0):
+                sites.append((fact.node, f"`{dotted_name(func)}()`", set()))
+        for site, what, walked in sites:
+            if not self._during_training(site, walked, 0):
                 continue
             if shared and not run_by_other_files(analysis, site, config.run_callers, config.project_unpassed):
                 continue
             self.report(site, what=what)
 
-    def _toggled(self, loop: cst.For) -> str | None:
-        """The loop variable of `for p in ....parameters():` whose body sets `p.requires_grad`."""
-        if "parameters(" not in cst.Module([]).code_for_node(loop.iter) or not isinstance(loop.target, cst.Name):
-            return None
-        name = loop.target.value
+    def _part_variables(self) -> set[str]:
+        """Names a loop binds to a model's parts (`for name, module in model.named_children()`)."""
+        out: set[str] = set()
+        for loop in self.analysis.nodes("For"):
+            if isinstance(loop.iter, cst.Call) and isinstance(loop.iter.func, cst.Attribute) and loop.iter.func.attr.value in PART_WALKS:  # type: ignore[attr-defined]
+                out |= _names_in(loop.target)  # type: ignore[attr-defined]
+        return out
+
+    def _sets_requires_grad(self, loop: cst.For) -> bool:
+        names = _names_in(loop.target)
         for assign in self.analysis.nodes_under(loop, "Assign"):
             for target in assign.targets:  # type: ignore[attr-defined]
                 value = target.target
-                if isinstance(value, cst.Attribute) and value.attr.value == "requires_grad" and dotted_name(value.value) == name:
-                    return name
-        return None
+                if isinstance(value, cst.Attribute) and value.attr.value == "requires_grad" and dotted_name(value.value) in names:
+                    return True
+        return False
 
-    def _during_training(self, node: cst.CSTNode, depth: int) -> bool:
-        """`node` runs in a loop of its function that is not a walk over the model's parts,
-        or in a function a call in such a loop reaches (through up to 3 calls)."""
+    def _during_training(self, node: cst.CSTNode, walked: set[str], depth: int) -> bool:
+        """`node` runs in a loop of its function that is not a walk over the model's parts
+        (a loop binding a name the part is reached through, or over `parameters()`,
+        `children()`...), or in a function a call in such a loop reaches (up to 3 calls)."""
         analysis = self.analysis
         current = analysis.parent(node)
         while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
-            if isinstance(current, cst.While) or isinstance(current, cst.For) and not any(
+            if isinstance(current, cst.While):
+                return True
+            if isinstance(current, cst.For) and not _names_in(current.target) & walked and not any(
                 part in cst.Module([]).code_for_node(current.iter) for part in _PARTS
             ):
                 return True
@@ -125,7 +140,37 @@ class RequiresGradChangedInTraining(Rule):
         function = analysis.branches.function_of(node)
         if function is None or depth >= 3:
             return False
-        return any(self._during_training(call, depth + 1) for call in analysis.branches.callers(function))
+        return any(self._during_training(call, set(), depth + 1) for call in analysis.branches.callers(function))
+
+
+def _parameters_of(iterated: cst.BaseExpression) -> cst.BaseExpression | None:
+    """`X` of `X.parameters()`."""
+    if isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Attribute) and iterated.func.attr.value == "parameters":
+        return iterated.func.value
+    return None
+
+
+def _is_part(owner: cst.BaseExpression, parts: set[str]) -> bool:
+    """`model.backbone`, `model[0]`, `self.model.backbone`, or a part a loop hands out; not
+    a whole model (`model`, `self.netD`: DDP handles a whole model frozen for a while, a
+    GAN's discriminator during the generator's step) nor a copy (`copy.deepcopy(model)`)."""
+    steps, node = 0, owner
+    while isinstance(node, (cst.Attribute, cst.Subscript)):
+        steps, node = steps + 1, node.value
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "unwrap_model":
+        return steps > 0  # `accelerator.unwrap_model(model)[0]`: the user's model, a part of it
+    if not isinstance(node, cst.Name):
+        return False
+    return node.value in parts if steps == 0 else steps > (1 if node.value == "self" else 0)
+
+
+def _names_in(node: cst.CSTNode) -> set[str]:
+    if isinstance(node, cst.Name):
+        return {node.value}
+    out: set[str] = set()
+    for child in node.children:
+        out |= _names_in(child)
+    return out
 
 
 def _false_given(call: cst.Call) -> bool:

@@ -3,16 +3,16 @@
 deep-person-reid's `open_specified_layers(model, open_layers)` and `open_all_layers(model)`
 (torchreid/utils/torchtools.py) set `p.requires_grad` over `module.parameters()`; the
 engine calls them at the start of each epoch, long after the model was wrapped. AM230
-names such a change where training runs it (`Config.project_freezers`). Read with `ast`:
-a function counts when it sets `requires_grad` on what a loop over `parameters()` hands
-out, or calls `requires_grad_(False)`.
+names such a change where training runs it (`Config.project_freezers`). Read with `ast`
+(analysis/freezing.py): a function counts when it freezes or opens a part of a model;
+`open_all_layers`, which opens the whole model, does not.
 """
 
 from __future__ import annotations
 
 import ast
 
-from migrator.analysis.freezing import changes_requires_grad
+from migrator.analysis.freezing import changes_part_requires_grad
 from migrator.project.index import FileIndex, trees_mentioning
 
 
@@ -22,7 +22,7 @@ def freezer_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
     freezers = {
         (path, node.name)
         for path, tree, _ in trees_mentioning(sources, files, (b"requires_grad",))
-        for node in tree.body if isinstance(node, ast.FunctionDef) and changes_requires_grad(node)
+        for node in tree.body if isinstance(node, ast.FunctionDef) and changes_part_requires_grad(node)
     }
     out: dict[str, set[str]] = {}
     for path, f in files.items():
