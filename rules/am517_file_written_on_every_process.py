@@ -227,7 +227,7 @@ class FileWrittenOnEveryProcess(Rule):
                 continue  # an unpacked download is AM220's, at the call; a checkpoint's copy goes with AM510's save
             if run_by_other_files(analysis, call, self.ctx.config.run_callers, self.ctx.config.project_unpassed):
                 fields = {"call": shown, "path": _short(path) if path is not call else "a file", "consequence": self._consequence(path)}
-                read_back = path is not call and self._read_back(path, call)
+                read_back = path is not call and self._read_back(path, call, same_function=True)
                 self.report(call, note=_ELSEWHERE_READ_BACK if read_back else _ELSEWHERE, **fields)
 
     def _kept_open_files(self, own: bool) -> None:
@@ -515,16 +515,20 @@ class FileWrittenOnEveryProcess(Rule):
         return False
         return None
 
-    def _read_back(self, path: cst.BaseExpression, statement: cst.CSTNode) -> bool:
+    def _read_back(self, path: cst.BaseExpression, statement: cst.CSTNode, same_function: bool = False) -> bool:
         """The same path (as written) passed to a call outside the statement, after it,
-        that neither only shows it nor writes it again."""
+        that neither only shows it nor writes it again (with `same_function`, in the
+        statement's own function: a helper's path text means nothing in another helper)."""
         analysis = self.analysis
         text = cst.Module([]).code_for_node(path).strip()
         inside = _ids(statement)
         at = analysis.order(statement)
+        scope = analysis.scope_of(statement) if same_function else None
         for fact in analysis.facts.calls:
             if id(fact.node) in inside or analysis.order(fact.node) < at or _only_shows(fact) or self._write(fact):
                 continue  # shown, or written again: not read
+            if scope is not None and fact.scope is not scope:
+                continue
             if any(cst.Module([]).code_for_node(a.value).strip() == text for a in fact.node.args):
                 return True
         return False

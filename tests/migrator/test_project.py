@@ -2808,6 +2808,45 @@ def test_a_helper_of_another_file_that_freezes_layers_each_epoch_leaves_the_set_
     assert result.after == train
 
 
+def test_a_file_read_back_in_the_same_helper_is_said_to_need_a_barrier(tmp_path) -> None:
+    """pytorch-retinanet's coco_eval writes its results and `loadRes`es them at once: a
+    file each process reads back needs a barrier (or a file of its own). The same path text
+    read in another helper (Bert-Multi-Label's tools.py) is no read-back."""
+    helpers = textwrap.dedent('''\
+        import json
+
+
+        def dump_and_score(results, path):
+            json.dump(results, open(path, "w"))
+            return len(json.load(open(path)))
+
+
+        def dump(results, path):
+            json.dump(results, open(path, "w"))
+            return len(results)
+
+
+        def score(path):
+            return len(json.load(open(path)))
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        import helpers
+
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x in torch.randn(8, 2, 4):
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+        n = helpers.dump_and_score([1], "a.json") + helpers.dump([2], "b.json")
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "helpers.py": helpers})
+    told = {f.start.line: f.message for f in _results([root])["helpers.py"].findings if f.code == "AM517"}
+    assert sorted(told) == [5, 10], told
+    assert "reads it back" in told[5] and "reads it back" not in told[10]
+
+
 def test_a_save_in_code_the_run_calls_on_every_process_is_named(tmp_path) -> None:
     """pix2pixHD's `BaseModel.save_network` (models/base_model.py) torch.saves each network;
     train.py calls `model.save(...)` on every process, so N processes write one file at
