@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import libcst as cst
 
 from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
@@ -71,6 +73,7 @@ class DataParallelWrapper(Rule):
         facts = analysis.patterns.distribution
         if not analysis.migrating:
             self._in_code_the_run_calls(facts.wraps)
+            self._handed_to_training(facts.wraps)
             return
         for wrap in facts.wraps:
             fix = facts.removal(wrap.statement) if wrap.statement is not None else None
@@ -88,6 +91,39 @@ class DataParallelWrapper(Rule):
             if run_by_other_files(self.analysis, wrap.call, names, self.ctx.config.project_unpassed):
                 batch = _SPLIT_BATCH if wrap.kind == "DataParallel" else ""
                 self.report(wrap.call, kind=wrap.kind, note=f"{_ELSEWHERE}{batch})")
+
+    def _handed_to_training(self, wraps) -> None:
+        """pytorch-template's train.py wraps the model in DataParallel and hands it to a
+        `Trainer` of another file that trains it; the file is left without an Accelerator
+        (AM914 says why), so its wrap would go unnamed in the hand migration it asks for."""
+        drives = self.ctx.config.project_drives
+        if not drives or self.analysis.accelerator_names:
+            return
+        lines = {line: (spelling, other) for spelling, line, _col, other, *_ in drives}
+        for wrap in wraps:
+            target = _bound_name(wrap.statement)
+            if target is None or run_by_other_files(self.analysis, wrap.call, self.ctx.config.run_callers, self.ctx.config.project_unpassed):
+                continue
+            for call in self.analysis.nodes("Call"):
+                line = self.analysis.position(call).start.line
+                if line in lines and any(cst.Module([]).code_for_node(a.value).strip() == target for a in call.args):
+                    spelling, other = lines[line]
+                    other = os.path.relpath(other, os.path.dirname(self.ctx.path) or ".").replace(os.sep, "/")
+                    batch = _SPLIT_BATCH if wrap.kind == "DataParallel" else ""
+                    note = (
+                        f" (left as written: the model goes to `{spelling}` of {other}, which trains it, and this file "
+                        "gets no Accelerator; in the hand migration, remove the wrap and prepare the model with its "
+                        f"optimizer and loaders{batch})"
+                    )
+                    self.report(wrap.call, kind=wrap.kind, note=note)
+                    break
+
+
+def _bound_name(statement: cst.CSTNode | None) -> str | None:
+    """`model` of `model = nn.DataParallel(model)`."""
+    if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+        return cst.Module([]).code_for_node(statement.targets[0].target).strip()
+    return None
 
 
 _ELSEWHERE = (

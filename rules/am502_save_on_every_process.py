@@ -19,7 +19,8 @@ class SaveOnEveryProcess(Rule):
     """## What it does
     In a file that uses an Accelerator, reports a model or checkpoint written on every
     process: `model.save_pretrained(dir)` without `is_main_process=`,
-    `safetensors.torch.save_file/save_model`, `torch.jit.save`, outside
+    `safetensors.torch.save_file/save_model`, `torch.jit.save`, or uploaded by every process
+    (`push_to_hub`, `upload_folder`, `upload_file`), outside
     `if accelerator.is_main_process:` (or another main-process test, an early `return`
     for the other processes, `@accelerator.on_main_process`) and outside functions of the
     file that are only called from such places. For a model's `save_pretrained` it adds
@@ -59,7 +60,7 @@ class SaveOnEveryProcess(Rule):
 
     code = "AM502"
     name = "save-on-every-process"
-    message = "`{call}` runs on every process: N processes write `{path}` at once"
+    message = "`{call}` runs on every process: N processes {what} at once"
     fix_title = "Pass `is_main_process=accelerator.is_main_process`"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -86,6 +87,10 @@ class SaveOnEveryProcess(Rule):
             call = fact.node
             func = call.func
             pretrained = isinstance(func, cst.Attribute) and func.attr.value == "save_pretrained"
+            if _uploads(func):
+                if not self._main_only(call):
+                    self.report(call, call=f"{dotted_name(func) or 'push_to_hub'}()", what=f"upload to {_repository(call)}")
+                continue
             index = 0 if pretrained else _WRITERS.get(analysis.imports.qualify(func) or "")
             if index is None or len(call.args) <= index or call.args[index].keyword is not None:
                 continue
@@ -94,7 +99,7 @@ class SaveOnEveryProcess(Rule):
             shown = cst.Module([]).code_for_node(call.args[index].value)
             if any(word in shown for word in _PER_PROCESS) or self._main_only(call):
                 continue
-            fields = {"call": f"{dotted_name(func) or func.attr.value}()", "path": shown if len(shown) <= 40 else "the files"}  # type: ignore[union-attr]
+            fields = {"call": f"{dotted_name(func) or func.attr.value}()", "what": f"write `{shown}`" if len(shown) <= 40 else "write the files"}  # type: ignore[union-attr]
             accelerator = accelerator_name_at(analysis, call)
             if pretrained and accelerator is not None and self._is_model(func.value):  # type: ignore[union-attr]
                 self.report(call, edits=[replace(call, _with_main_process(call, accelerator))], **fields)
@@ -126,6 +131,25 @@ class SaveOnEveryProcess(Rule):
             if isinstance(func, cst.Name) and func.value.endswith(_NOT_MODELS):
                 return False
         return self.analysis.roles.of(name) is Role.MODEL
+
+
+# uploads to a model hub: `model.push_to_hub(repo)`, cleanrl's `push_to_hub(args, ...)`,
+# `huggingface_hub.upload_folder(repo_id=..., folder_path=...)`, `HfApi().upload_file(...)`
+_UPLOADERS = ("push_to_hub", "upload_folder", "upload_file")
+
+
+def _uploads(func: cst.BaseExpression) -> bool:
+    name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+    return name in _UPLOADERS
+
+
+def _repository(call: cst.Call) -> str:
+    """The repository an upload names (`repo_id=`), else "the hub"."""
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value in ("repo_id", "repo_name"):
+            shown = cst.Module([]).code_for_node(arg.value)
+            return f"`{shown}`" if len(shown) <= 40 else "the hub"
+    return "the hub"
 
 
 def _is_unwrap(expr: cst.BaseExpression) -> bool:

@@ -81,9 +81,7 @@ class UnevenTrainingSteps(Rule):
             {spelling for spelling, *_ in self.ctx.config.project_drives}
             if not analysis.migrating and not analysis.accelerator_names else set()
         )
-        trainers = {
-            f.name.value for f in self.analysis.nodes("FunctionDef") if self._first_training_call(f, set()) is not None
-        }
+        trainers = self._trainers()
         for loop in [*self.analysis.nodes("For"), *self.analysis.nodes("While")]:
             why = _uneven(loop)
             if why is None:
@@ -110,6 +108,40 @@ class UnevenTrainingSteps(Rule):
             if found is not None:
                 what = cst.Module([]).code_for_node(found.func).strip() + "()"
                 self.report(found, what=f"`{what}`", why=f"only `if {test}`, a count each process reaches at its own pace")
+                continue
+            function = self.analysis.scope_of(branch)
+            if isinstance(function, cst.FunctionDef) and _returns(branch.body):
+                found = self._first_training_call(function, trainers)
+                if found is not None:  # `if len(memory) < BATCH_SIZE: return` atop `optimize_model()`
+                    what = cst.Module([]).code_for_node(found.func).strip() + "()"
+                    self.report(
+                        branch, what=f"`{what}` in `{function.name.value}()`",
+                        why=f"`if {test}: return`, a count each process reaches at its own pace",
+                    )
+
+    def _trainers(self) -> set[str]:
+        """Functions of this file that train, directly or through another such function:
+        `optimize()` by name, and a class's method as `Class.method` (minimalRL's
+        `model.train_net()` on `model = PPO()`, `self.update()` inside the class)."""
+        analysis = self.analysis
+        keyed = {}
+        for function in analysis.nodes("FunctionDef"):
+            owner = analysis.facts.method_of.get(id(function))
+            key = f"{owner.name.value}.{function.name.value}" if owner is not None else function.name.value
+            keyed.setdefault(key, []).append(function)
+        self._instances = {
+            b.name: b.value.func.value for b in analysis.facts.bindings
+            if isinstance(b.value, cst.Call) and isinstance(b.value.func, cst.Name) and b.value.func.value in analysis.facts.classes
+        }
+        trainers: set[str] = set()
+        while True:
+            found = {
+                key for key, functions in keyed.items() if key not in trainers
+                and any(self._first_training_call(f, trainers) is not None for f in functions)
+            }
+            if not found:
+                return trainers
+            trainers |= found
 
     def _shared_results(self) -> frozenset[str]:
         """Functions of this file whose result the migration makes the same on every
@@ -183,9 +215,20 @@ class UnevenTrainingSteps(Rule):
                 return call
             if isinstance(func, cst.Name) and func.value in trainers:
                 return call
+            if isinstance(func, cst.Attribute) and f"{self._class_of(func.value, call)}.{func.attr.value}" in trainers:
+                return call
             if self._drives and dotted_name(func) in self._drives:
                 return call
         return None
+
+    def _class_of(self, receiver: cst.BaseExpression, at: cst.CSTNode) -> str | None:
+        """The class of this file `receiver` is an instance of: `self` in its methods, or a
+        name bound to a call of the class."""
+        if isinstance(receiver, cst.Name) and receiver.value == "self":
+            owner = self.analysis.facts.method_of.get(id(self.analysis.scope_of(at)))
+            return owner.name.value if owner is not None else None
+        name = dotted_name(receiver)
+        return self._instances.get(name) if name else None
 
 
 # A replay buffer's fill level, tested before training starts (`if memory.size() > 2000:`).
@@ -213,6 +256,15 @@ def _uneven(loop: cst.CSTNode) -> str | None:
         if _breaks(loop):
             return "a `while` loop that ends on a `break`"
     return None
+
+
+def _returns(block: cst.BaseSuite) -> bool:
+    """The block leaves the function: its last statement is a `return`."""
+    statements = block.body if isinstance(block, cst.IndentedBlock) else [block]
+    last = statements[-1] if statements else None
+    if isinstance(last, cst.SimpleStatementLine):
+        return isinstance(last.body[-1], cst.Return)
+    return isinstance(last, cst.SimpleStatementSuite) and isinstance(last.body[-1], cst.Return)
 
 
 def _breaks(loop: cst.CSTNode) -> bool:

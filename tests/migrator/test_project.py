@@ -1362,6 +1362,30 @@ def test_a_trainer_class_built_on_a_class_of_another_file_is_not_threaded(tmp_pa
     assert "migrate `trainer` as well" not in told[0]
 
 
+def test_a_driver_left_without_an_accelerator_names_its_data_parallel_wrap(tmp_path) -> None:
+    """pytorch-template's shape: train.py wraps the model in DataParallel and hands it to
+    a Trainer built on a base class of another file. The driver is left as written (AM914),
+    so the wrap the hand migration must remove is named there, with the batch it changes,
+    and AM914 says what to prepare."""
+    by_name = SUB_SETUP.replace(  # built by name from a config, as pytorch-template's init_obj does
+        "torch.optim.SGD(model.parameters(), lr=0.1)", 'getattr(torch.optim, "SGD")(model.parameters(), lr=0.1)',
+    ).replace("torch.optim.lr_scheduler.StepLR(optimizer, 1)", 'getattr(torch.optim.lr_scheduler, "StepLR")(optimizer, 1)')
+    wrapping = by_name.replace(
+        "    optimizer = ",
+        "    if torch.cuda.device_count() > 1:\n        model = torch.nn.DataParallel(model)\n    optimizer = ",
+    )
+    root = _project(tmp_path, **{"train.py": wrapping, "trainer.py": SUB_TRAINER, "base.py": BASE_TRAINER})
+    results = _results([root])
+    assert results["train.py"].after == wrapping
+    wraps = [f for f in results["train.py"].findings if f.code == "AM210"]
+    assert len(wraps) == 1 and wraps[0].start.line == 11, wraps
+    assert "goes to `Trainer` of trainer.py" in wraps[0].message and "divide the batch size" in wraps[0].message
+    told = [f.message for f in results["train.py"].findings if f.code == "AM914"]
+    assert "prepare what this call hands over" in told[0], told
+    unwrapped = _results([_project(tmp_path / "plain", **{"train.py": by_name, "trainer.py": SUB_TRAINER, "base.py": BASE_TRAINER})])
+    assert not [f for f in unwrapped["train.py"].findings if f.code == "AM210"]
+
+
 def test_the_index_takes_neither_a_scheduler_stepped_after_the_loop_nor_a_generator_for_training() -> None:
     import ast
 
