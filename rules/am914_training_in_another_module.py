@@ -47,8 +47,8 @@ _INHERITS = (
     "`{module}` is part of this project, but `{call}` is built on `{base}` of {file}, whose methods "
     "(an epoch loop, checkpoints, logging) the migration of `{module}` cannot see; it is left without "
     "the Accelerator, and its training needs it: migrate the two classes by hand: create the Accelerator "
-    "here, prepare what this call hands over (the model together with its optimizer, the loaders, the "
-    "scheduler) and pass the Accelerator to the base class"
+    "here, prepare the model together with its optimizer, the loaders and the scheduler where they are built, "
+    "and pass the Accelerator to the base class"
 )
 # An evaluation on loaders left whole computes on all the data: nothing of it is missing.
 _LEFT_WHOLE = (

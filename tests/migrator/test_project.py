@@ -1381,7 +1381,7 @@ def test_a_driver_left_without_an_accelerator_names_its_data_parallel_wrap(tmp_p
     assert len(wraps) == 1 and wraps[0].start.line == 11, wraps
     assert "goes to `Trainer` of trainer.py" in wraps[0].message and "divide the batch size" in wraps[0].message
     told = [f.message for f in results["train.py"].findings if f.code == "AM914"]
-    assert "prepare what this call hands over" in told[0], told
+    assert "prepare the model together with its optimizer" in told[0], told
     unwrapped = _results([_project(tmp_path / "plain", **{"train.py": by_name, "trainer.py": SUB_TRAINER, "base.py": BASE_TRAINER})])
     assert not [f for f in unwrapped["train.py"].findings if f.code == "AM210"]
 
