@@ -6,6 +6,7 @@ import libcst as cst
 
 from migrator.analysis import Role, dotted_name
 from migrator.analysis.prepared import accelerator_name_at
+from migrator.analysis.reach import NO_ACCELERATOR_YET, ONE_PROCESS, run_by_other_files
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -27,6 +28,8 @@ class SaveOnEveryProcess(Rule):
     `is_main_process=accelerator.is_main_process`. A path built from the rank
     (`f"shard_{accelerator.process_index}"`) is a per-process file and is not reported.
     (`torch.save` on every process is AM510's, which rewrites it to `accelerator.save`.)
+    In a file given no Accelerator whose code other files of the run call on every process
+    (a checkpoint callback's `save_pretrained`), the write is named and left as written.
 
     ## Why is this bad?
     N processes write the same files at the same time. At best the work is done N
@@ -60,7 +63,7 @@ class SaveOnEveryProcess(Rule):
 
     code = "AM502"
     name = "save-on-every-process"
-    message = "`{call}` runs on every process: N processes {what} at once"
+    message = "`{call}` runs on every process: N processes {what} at once{note}"
     fix_title = "Pass `is_main_process=accelerator.is_main_process`"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -81,15 +84,19 @@ class SaveOnEveryProcess(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
-        if not analysis.has_accelerator:
+        elsewhere = not analysis.migrating and bool(self.ctx.config.run_callers)
+        if not analysis.has_accelerator and not elsewhere:
             return
         for fact in analysis.facts.calls:
             call = fact.node
             func = call.func
+            if elsewhere:
+                self._in_code_run_elsewhere(call)
+                continue
             pretrained = isinstance(func, cst.Attribute) and func.attr.value == "save_pretrained"
             if _uploads(func):
                 if not self._main_only(call):
-                    self.report(call, call=f"{dotted_name(func) or 'push_to_hub'}()", what=f"upload to {_repository(call)}")
+                    self.report(call, call=f"{dotted_name(func) or 'push_to_hub'}()", what=f"upload to {_repository(call)}", note="")
                 continue
             index = 0 if pretrained else _WRITERS.get(analysis.imports.qualify(func) or "")
             if index is None or len(call.args) <= index or call.args[index].keyword is not None:
@@ -99,12 +106,30 @@ class SaveOnEveryProcess(Rule):
             shown = cst.Module([]).code_for_node(call.args[index].value)
             if any(word in shown for word in _PER_PROCESS) or self._main_only(call):
                 continue
-            fields = {"call": f"{dotted_name(func) or func.attr.value}()", "what": f"write `{shown}`" if len(shown) <= 40 else "write the files"}  # type: ignore[union-attr]
+            fields = {"call": f"{dotted_name(func) or func.attr.value}()", "what": f"write `{shown}`" if len(shown) <= 40 else "write the files", "note": ""}  # type: ignore[union-attr]
             accelerator = accelerator_name_at(analysis, call)
             if pretrained and accelerator is not None and self._is_model(func.value):  # type: ignore[union-attr]
                 self.report(call, edits=[replace(call, _with_main_process(call, accelerator))], **fields)
             else:
                 self.report(call, **fields)
+
+    def _in_code_run_elsewhere(self, call: cst.Call) -> None:
+        """A file given no Accelerator whose code other files of the run call on every
+        process (Bert-Multi-Label's ModelCheckpoint, `model.save_pretrained(dir)` each
+        epoch): each process writes the model. Named, left as written."""
+        func = call.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else ""
+        writes = name == "save_pretrained" or _uploads(func) or (self.analysis.imports.qualify(func) or "") in _WRITERS
+        branches = self.analysis.branches
+        if not writes or branches.branch_of(call) is not None or branches.runs_only_on_main(call):
+            return
+        if any(a.keyword is not None and a.keyword.value == "is_main_process" for a in call.args):
+            return
+        if not run_by_other_files(self.analysis, call, self.ctx.config.run_callers, self.ctx.config.project_unpassed):
+            return
+        shown = f"{dotted_name(func) or name}()"
+        what = f"upload to {_repository(call)}" if _uploads(func) else "write the same files"
+        self.report(call, call=shown, what=what, note=_ELSEWHERE)
 
     def _main_only(self, call: cst.Call) -> bool:
         branches = self.analysis.branches
@@ -133,6 +158,7 @@ class SaveOnEveryProcess(Rule):
         return self.analysis.roles.of(name) is Role.MODEL
 
 
+_ELSEWHERE = f" ({NO_ACCELERATOR_YET}: run it on one process only, at the call or here {ONE_PROCESS})"
 # uploads to a model hub: `model.push_to_hub(repo)`, cleanrl's `push_to_hub(args, ...)`,
 # `huggingface_hub.upload_folder(repo_id=..., folder_path=...)`, `HfApi().upload_file(...)`
 _UPLOADERS = ("push_to_hub", "upload_folder", "upload_file")

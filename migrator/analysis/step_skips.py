@@ -33,20 +33,36 @@ def skipped_steps(
         return
     per_process = _per_process(loop, value_of, shared)
     trained = False  # a backward above: a `continue` from here on skips only what follows it
+    tests: list[cst.If] = []
     for statement in _own_statements(loop.body):
         if isinstance(statement, cst.SimpleStatementLine) and is_training(statement):
             trained = True
         if isinstance(statement, cst.If) and _exits(statement.body, breaks_only=trained):
-            read = _reads(statement.test)
-            if read & per_process:
-                test = cst.Module([]).code_for_node(statement.test).strip()
-                yield statement, f"`if {test}:` leaves the step on the processes where it holds"
-        elif isinstance(statement, cst.Try) and is_training(statement.body):
+            if _reads(statement.test) & per_process:
+                tests.append(statement)
+        if isinstance(statement, cst.Try) and is_training(statement.body):
             for handler in statement.handlers:
                 if not _raises(handler.body):
                     caught = cst.Module([]).code_for_node(handler.type).strip() if handler.type else "everything"
                     yield handler, f"an error ({caught}) caught here ends the step on the process that raised it alone"
                     break
+    for statement in tests:  # the innermost test that leaves: `if a: ... if b: break` is named at `if b`
+        if not any(other is not statement and _contains(statement, other) for other in tests):
+            test = cst.Module([]).code_for_node(statement.test).strip()
+            yield statement, f"`if {test}:` leaves the step on the processes where it holds"
+
+
+def _contains(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            nonlocal found
+            found = found or node is inner
+            return not found
+
+    walk(outer.body, _Find())
+    return found
 
 
 def _own_statements(block: cst.BaseSuite) -> Iterator[cst.BaseStatement]:

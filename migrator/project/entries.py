@@ -117,14 +117,26 @@ def _called_once(tree: ast.Module) -> set[str]:
 
 
 def _sets_up(tree: ast.AST) -> bool:
-    """The code builds an optimizer, reads a model's parameters or has an Accelerator."""
+    """The code builds an optimizer, reads a model's parameters for one or has an
+    Accelerator. Parameters read to clip their gradients (Bert-Multi-Label's Trainer,
+    handed its optimizer) build nothing."""
+    clipped = {
+        id(a) for n in ast.walk(tree) if isinstance(n, ast.Call) and _name_of(n).startswith("clip_grad") for a in n.args
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             spelling = spelling_of(node.func) or (node.func.attr if isinstance(node.func, ast.Attribute) else "")
             name = spelling.rsplit(".", 1)[-1]
-            if "optim." in f"{spelling}." and name[:1].isupper() or name in {"parameters", "Accelerator", "prepare"}:
+            if "optim." in f"{spelling}." and name[:1].isupper() or name in {"Accelerator", "prepare"}:
+                return True
+            if name in {"parameters", "named_parameters"} and id(node) not in clipped:
                 return True
     return False
+
+
+def _name_of(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def _passed_as_values(tree: ast.Module) -> set[str]:

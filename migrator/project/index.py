@@ -368,9 +368,10 @@ def _module_params(node: ast.AST, init: ast.FunctionDef | None, params: tuple[st
     """The parameters whose `.module` the function reads (`model.module.state_dict()`); for
     a class, those `__init__` keeps on self (`self.model = model`) and a method reads
     `self.model.module` of (Conv-TasNet's Solver saving `self.model.module.serialize(...)`)."""
+    guarded = _guarded_module_reads(node)
     reads = {
         ast.unparse(n.value) for n in ast.walk(node) if isinstance(n, ast.Attribute) and n.attr == "module"
-        and isinstance(n.value, (ast.Name, ast.Attribute))
+        and isinstance(n.value, (ast.Name, ast.Attribute)) and id(n) not in guarded
     }
     if init is None:
         return tuple(p for p in params if p in reads)
@@ -379,6 +380,26 @@ def _module_params(node: ast.AST, init: ast.FunctionDef | None, params: tuple[st
         for t in s.targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
     }
     return tuple(sorted({kept[r] for r in reads if r in kept and kept[r] in params}))
+
+
+def _guarded_module_reads(node: ast.AST) -> set[int]:
+    """`.module` reads that run only when the object has one: under `hasattr(m, "module")`
+    or `isinstance(m, ...)`, in an `if` or a conditional expression (Bert-Multi-Label's
+    `self.model.module if hasattr(self.model, 'module') else self.model`)."""
+    guarded: set[int] = set()
+    for n in ast.walk(node):
+        if not isinstance(n, (ast.If, ast.IfExp)):
+            continue
+        tested = {
+            ast.unparse(c.args[0]) for c in ast.walk(n.test) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+            and c.func.id in ("hasattr", "isinstance") and c.args
+        }
+        bodies = n.body if isinstance(n, ast.If) else [n.body]
+        for part in bodies:
+            guarded |= {
+                id(a) for a in ast.walk(part) if isinstance(a, ast.Attribute) and a.attr == "module" and ast.unparse(a.value) in tested
+            }
+    return guarded
 
 
 def _batch_iterators(tree: ast.Module) -> set[str]:

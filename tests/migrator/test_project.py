@@ -1386,6 +1386,106 @@ def test_a_driver_left_without_an_accelerator_names_its_data_parallel_wrap(tmp_p
     assert not [f for f in unwrapped["train.py"].findings if f.code == "AM210"]
 
 
+def test_a_model_written_or_uploaded_by_code_other_files_run_is_named(tmp_path) -> None:
+    """Bert-Multi-Label's ModelCheckpoint: `save_pretrained(dir)` in a base class the run
+    calls on every process, which gets no Accelerator: every process writes the model (and
+    would upload it). Named there, left as written; a write already given
+    `is_main_process=` is not."""
+    base = BASE_TRAINER.replace(
+        '            torch.save(self.model.state_dict(), f"checkpoint-{epoch}.pt")\n',
+        '            self.model.save_pretrained(f"checkpoint-{epoch}")\n'
+        '            self.model.save_pretrained("last", is_main_process=False)\n'
+        '        self.model.push_to_hub(repo_id="me/model")\n',
+    )
+    assert base != BASE_TRAINER
+    root = _project(tmp_path, **{"train.py": SUB_SETUP, "trainer.py": SUB_TRAINER, "base.py": base})
+    results = _results([root])
+    assert results["base.py"].after == base
+    named = [(f.start.line, f.message) for f in results["base.py"].findings if f.code == "AM502"]
+    assert [line for line, _ in named] == [13, 15], named
+    assert all("other files of the run call this code" in message for _, message in named)
+    assert "upload to `\"me/model\"`" in named[1][1]
+
+
+PLACING_TOOLS = '''\
+import torch
+
+
+def place(model, n_gpu):
+    device = torch.device("cuda" if n_gpu > 0 else "cpu")
+    model = model.to(device)
+    if n_gpu > 1:
+        model = torch.nn.DataParallel(model)
+    return model, device
+'''
+
+REFUSED_TRAINER = '''\
+import torch
+from torch.nn.utils import clip_grad_norm_
+
+from .tools import place
+
+
+class Trainer:
+    def __init__(self, model, criterion, optimizer, verbose=1, n_gpu=0):
+        self.verbose = verbose
+        self.criterion = criterion
+        self.optimizer = optimizer
+        self.model, self.device = place(model, n_gpu)
+
+    def train(self, loader, epochs):
+        for epoch in range(epochs):
+            for x, y in loader:
+                x, y = x.to(self.device), y.to(self.device)
+                loss = self.criterion(self.model(x), y)
+                loss.backward()
+                clip_grad_norm_(self.model.parameters(), 1.0)
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+'''
+
+TRAINER_CALLER = '''\
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from pkg.trainer import Trainer
+
+
+def make_optimizer(params, lr):
+    return torch.optim.AdamW(params, lr=lr)
+
+
+def main():
+    data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+    loader = DataLoader(data, batch_size=8, shuffle=True)
+    model = torch.nn.Linear(4, 1)
+    groups = [{"params": [p for n, p in model.named_parameters() if "bias" not in n], "weight_decay": 0.01}]
+    optimizer = make_optimizer(groups, 1e-3)
+    Trainer(model=model, criterion=torch.nn.MSELoss(), optimizer=optimizer, n_gpu=torch.cuda.device_count()).train(loader, 2)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_callers_of_a_trainer_dropped_before_its_migration_was_tried_keep_their_set_up(tmp_path) -> None:
+    """Bert-Multi-Label's shape: `Trainer(model=..., optimizer=..., n_gpu=...)` leaves
+    `verbose` between given parameters to its default, so no stub of its callers can be
+    made and the rounds drop it untried; alone, its migration is left as written (a helper
+    wraps the model in DataParallel). Its callers must not prepare a set-up for it."""
+    root = _project(tmp_path, **{
+        "run_a.py": TRAINER_CALLER, "run_b.py": TRAINER_CALLER, "pkg/__init__.py": "",
+        "pkg/tools.py": PLACING_TOOLS, "pkg/trainer.py": REFUSED_TRAINER,
+    })
+    results = _results([root])
+    for caller in ("run_a.py", "run_b.py"):
+        assert results[caller].after == TRAINER_CALLER
+        refusals = [f.message for f in results[caller].findings if f.code.startswith("AM95")]
+        assert len(refusals) == 1 and "`Trainer` trains what this file would prepare" in refusals[0], refusals
+    assert results["trainer.py"].after == REFUSED_TRAINER
+
+
 def test_the_index_takes_neither_a_scheduler_stepped_after_the_loop_nor_a_generator_for_training() -> None:
     import ast
 
