@@ -50,7 +50,7 @@ REQUIRED_KEYS = ("repo", "commit", "path", "loc", "features", "expectations")
 # `path:line:col: CODE message`, or `path:line:col: error: message` for a file the tool
 # could not process (the text output names no code there; an internal error says so).
 FINDING_LINE = re.compile(r"^(?P<path>\S.*?):(?P<line>\d+):(?P<col>\d+): (?P<code>[A-Z]+\d+|error:) (?P<message>.*)$")
-VERIFIER_CODE = re.compile(r"^AM95\d$")
+VERIFIER_CODE = re.compile(r"^AM9[56]\d$")
 CRASH_CODE = "E999"
 INTERNAL_ERROR = "internal error"
 # pyflakes message classes that mean "a name is used where it is not bound".

@@ -21,7 +21,7 @@ from migrator.analysis import ScriptAnalysis, analyze
 from migrator.analysis.walk import walk
 from migrator.config import Config
 from migrator.edits import EditPlan, apply_edits
-from migrator.findings import Finding, Position
+from migrator.findings import Finding, Position, is_refusal
 from migrator.imports import apply_imports
 from migrator.rule import Report, Rule, RuleContext
 from migrator.suppress import UNUSED_SUPPRESSION, is_suppressed, unused_suppressions
@@ -342,12 +342,12 @@ def _lint(module: cst.Module, path: str, config: Config, rules: Sequence[type[Ru
     if not any(f.fixable for f in outcome.findings):
         return _not_silent(outcome, path, source, config.run_callers, _drives(config, source))
     written = migrate_verified(module, path, replace(config, fix=True), rules, source)
-    refused = written.code == source and any(f.code.startswith("AM95") for f in written.findings)
+    refused = written.code == source and any(is_refusal(f.code) for f in written.findings)
     return replace(written, code=outcome.code) if refused else outcome
 
 
 # Findings of the rules that make any migration of the file wrong: it is not written.
-_UNSAFE_TO_WRITE = {"AM915", "AM224", "AM227", "AM230"}
+_UNSAFE_TO_WRITE = {"AM915", "AM224", "AM227", "AM230", "AM231"}
 
 
 def _unsafe_to_write(lint: EngineOutcome) -> list:
@@ -355,7 +355,8 @@ def _unsafe_to_write(lint: EngineOutcome) -> list:
     hangs on N processes; one whose step computes its loss with the module's own forward
     (AM224) trains unsynchronised copies; one that splits its data at random per process
     (AM227) validates on another process's training data; one that freezes layers while it
-    trains (AM230) stops or drifts under DDP. None is written: one reason per finding."""
+    trains (AM230), or whose loss leaves a part without gradient on some batches (AM231),
+    stops or drifts under DDP. None is written: one reason per finding."""
     from migrator.verify.pair import Problem
 
     reasons = {
@@ -383,6 +384,13 @@ def _unsafe_to_write(lint: EngineOutcome) -> list:
             "the model (AM230 shows where), so DDP would stop at the next step or leave the unfrozen layers "
             "unaveraged; keep every parameter trainable at prepare() and pass "
             "`DistributedDataParallelKwargs(find_unused_parameters=True)` to the Accelerator, then migrate",
+        ),
+        "AM231": (
+            "AM960",
+            "left as written: on some batches the loss is a constant in place of a term (AM231 shows where), so "
+            "the parameters behind that term get no gradient there and DDP would stop at the next step; keep the "
+            "term in the graph with a zero or pass `DistributedDataParallelKwargs(find_unused_parameters=True)` to "
+            "the Accelerator, then migrate",
         ),
     }
     return [
@@ -458,7 +466,7 @@ def _not_silent(
 # process draws (AM227), on a test for DataParallel (AM229) or on a freeze while training
 # (AM230), say nothing of the set-up the training needs: beside them only, a file that
 # trains or drives training without its set-up is still named (AM916).
-_SIDE_EFFECTS = frozenset({"AM510", "AM511", "AM517", "AM518", "AM519", "AM520", "AM915", "AM227", "AM229", "AM230"})
+_SIDE_EFFECTS = frozenset({"AM510", "AM511", "AM517", "AM518", "AM519", "AM520", "AM915", "AM227", "AM229", "AM230", "AM231"})
 
 
 def _beside_training(finding: Finding) -> bool:

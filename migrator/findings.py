@@ -9,8 +9,13 @@ import enum
 from dataclasses import dataclass, field
 
 
-# The verifier's codes (AM950-AM959): a finding with one means the file was left as written.
-REFUSAL_PREFIX = "AM95"
+# The codes of a refusal (the verifier's AM950-AM959, and AM960 for a freeze or a constant
+# loss term while training): a finding with one means the file was left as written.
+REFUSAL_PREFIXES = ("AM95", "AM96")
+
+
+def is_refusal(code: str) -> bool:
+    return code.startswith(REFUSAL_PREFIXES)
 
 
 class Severity(enum.Enum):
@@ -98,7 +103,7 @@ class FileResult:
     @property
     def refused(self) -> bool:
         """The migration was not coherent, so the file was left as written (AM95x)."""
-        return any(f.code.startswith(REFUSAL_PREFIX) for f in self.findings)
+        return any(is_refusal(f.code) for f in self.findings)
 
     @property
     def remaining(self) -> tuple[Finding, ...]:

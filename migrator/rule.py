@@ -97,7 +97,7 @@ class Rule(cst.BatchableCSTVisitor):
     safety: ClassVar[Safety] = Safety.SAFE
     targets: ClassVar[frozenset[Target]] = frozenset(Target)
     examples: ClassVar[tuple[Example, ...]] = ()
-    # True for the AM95x codes: the engine's verifier reports them when it refuses a
+    # True for the refusal codes (AM95x, AM960): the engine's verifier reports them when it refuses a
     # migration (migrator/verify/); the rule class only names and documents the code.
     reported_by_verifier: ClassVar[bool] = False
 

@@ -238,12 +238,15 @@ def called_by_other_files(analysis: "ScriptAnalysis", function: cst.FunctionDef,
     it, constructs its class (`Trainer(config)` in main.py runs `Trainer.__init__`), or
     calls it on an instance (`solver.train()`). `names`: the file's top-level names other
     files call, and `Class.method` for the methods they call (Config.project_called and
-    project_entered), and `Class.*` for a class a class of another file builds on."""
+    project_entered), and `Class.*` for a class a class of another file builds on. An
+    instance built there is called as well: its `forward` or `__call__` runs (retinanet's
+    `self.focalLoss = losses.FocalLoss()`, called in the model's forward)."""
     owner = analysis.facts.method_of.get(id(function))
     if owner is None:
         return function.name.value in names
     name, cls = function.name.value, owner.name.value
-    return f"{cls}.{name}" in names or (name == "__init__" and cls in names) or f"{cls}.*" in names
+    built = name in ("__init__", "forward", "__call__") and cls in names
+    return f"{cls}.{name}" in names or built or f"{cls}.*" in names
 
 
 # how the findings on code other files call, in a file given no Accelerator, begin their note

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.findings import FileResult, FileStatus
+from migrator.findings import FileResult, FileStatus, is_refusal
 from migrator.project.index import ACCELERATOR, FileIndex
 
 
@@ -19,7 +19,7 @@ def check_caller(f: FileIndex, threaded, result: FileResult, prepared, loader_ca
     functions that take no Accelerator (their migration needs none), only prepared
     arguments."""
     mine = {c.target for c in f.calls if c.target in threaded}
-    if result.status is FileStatus.FAILED or result.after is None or any(x.code.startswith("AM95") for x in result.findings):
+    if result.status is FileStatus.FAILED or result.after is None or any(is_refusal(x.code) for x in result.findings):
         return mine  # unchanged is fine: its calls may pass the Accelerator since an earlier run
     try:
         tree = ast.parse(result.after)

@@ -7,7 +7,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Callable
 
-from migrator.findings import FileResult, FileStatus, Finding
+from migrator.findings import FileResult, FileStatus, Finding, is_refusal
 from migrator.project.calls import check_caller
 from migrator.project.index import ACCELERATOR, FileIndex, candidates, init_of
 from migrator.project.stub import caller_stub, parameter_kinds
@@ -118,7 +118,7 @@ def decide(
             if not _refused(result):  # left as written, it reads no Accelerator because it was not migrated
                 needless |= {t for t in bad - plain if not _uses_accelerator(result, t[1])}
             elif engine not in refusals:  # the callers' AM914 points at these reasons
-                refusals[engine] = tuple(f for f in result.findings if f.code.startswith("AM95"))
+                refusals[engine] = tuple(f for f in result.findings if is_refusal(f.code))
             bad -= plain | needless
             if not bad:  # the functions left alone keep the AM913 advice they get alone
                 covered[engine] = frozenset(covered_functions(result, mine, files))
@@ -151,7 +151,7 @@ def _refused_alone(files: dict[str, FileIndex], gone: set[tuple[str, str]], refu
     set-up its callers would prepare for it is left as written too (refused_trainers)."""
     for engine in sorted({path for path, name in gone if _trains(files, path, name)} - set(refusals)):
         result = migrate(engine, (), "", (), (), ())
-        reasons = tuple(f for f in result.findings if f.code.startswith("AM95") and f.code != "AM954")
+        reasons = tuple(f for f in result.findings if is_refusal(f.code) and f.code != "AM954")
         if reasons:
             refusals[engine] = reasons
 
@@ -408,7 +408,7 @@ def _check_engine(mine, result: FileResult, files: dict[str, FileIndex]) -> set[
 
 def _refused(result: FileResult) -> bool:
     """The engine's migration failed or was left as written for a reason (AM95x)."""
-    return result.status is FileStatus.FAILED or result.after is None or any(x.code.startswith("AM95") for x in result.findings)
+    return result.status is FileStatus.FAILED or result.after is None or any(is_refusal(x.code) for x in result.findings)
 
 
 def _uses_accelerator(result: FileResult, name: str) -> bool:
