@@ -309,8 +309,7 @@ def _as_one_program(items: list[_File], store: Cache | None, around: list[_File]
     by_path = {i.path: i for i in readable}
     read_only = frozenset(i.path for i in around)
     files = project.index({i.path: i.source.data for i in readable if i.path in involved})
-    if not project.candidates(files, read_only=read_only):
-        return
+    threading = bool(project.candidates(files, read_only=read_only))
     beside = {os.path.dirname(os.path.abspath(i.path)) for i in mine}  # a caller there would not be updated
     outside = {
         i.path: i.source.data.decode("utf-8", "replace") for i in around
@@ -337,6 +336,15 @@ def _as_one_program(items: list[_File], store: Cache | None, around: list[_File]
             return replace(result, status=FileStatus.FAILED)
         return result
 
+    if not threading:  # nothing to thread: each file is migrated alone, unless it sets up a refused trainer
+        refusals: dict = {}
+        project.refused_alone(files, project.trainers_called(files, read_only), refusals, migrate)
+        for path in sorted(set(files) - read_only):
+            refused = project.refused_trainers(files, path, refusals)
+            if refused:
+                item = by_path[path]
+                item.result, item.task = migrate(path, (), "", (), refused=refused, fix=item.config.fix), None
+        return
     # decided on what the migration would write, also for --lint (it then reports that)
     outcome, results = project.decide(files, migrate, target, outside, read_only)
     read = {p: by_path[p].source.data.decode("utf-8", "replace") for p in read_only if p in files}

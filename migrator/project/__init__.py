@@ -43,7 +43,10 @@ from migrator.project.dist_helpers import distribution_calls
 from migrator.project.downloads import download_calls
 from migrator.project.drives import driving_calls
 from migrator.project.entries import called_elsewhere, entered_calls, entering_calls, launched
-from migrator.project.decide import Outcome, decide, evaluation_calls, loader_calls, placing_calls, refused_trainers, state_calls, with_reasons, with_unthreaded
+from migrator.project.decide import (
+    Outcome, decide, evaluation_calls, loader_calls, placing_calls, refused_alone, refused_trainers, state_calls, trainers_called,
+    with_reasons, with_unthreaded,
+)
 from migrator.project.index import Call, FileIndex, Function, candidates, index, inheriting_calls, installed_packages, linked, member_calls, subclassed_elsewhere
 from migrator.project.iterators import iterator_params
 from migrator.project.freezers import freezer_calls
@@ -64,5 +67,5 @@ from migrator.project.writers import writer_calls, writers_callers_gate
 
 __all__ = [
     "Call", "FileIndex", "Function", "Outcome", "SEPARATOR", "STUB",
-    "called_elsewhere", "candidates", "decide", "dir_maker_calls", "distribution_calls", "download_calls", "driving_calls", "entered_calls", "evaluation_calls", "entering_calls", "evaluations_left_whole", "file_keeper_calls", "freezer_calls", "index", "inheriting_calls", "installed_packages", "iterator_params", "launched", "linked", "loader_calls", "logger_calls", "member_calls", "meter_calls", "module_reader_calls", "placing_calls", "print_silencer_calls", "refused_trainers", "role_calls", "saver_calls", "sharded_loader_calls", "split_helper_calls", "state_calls", "subclassed_elsewhere", "unpassed_params", "unused_models", "with_reasons", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls", "writers_callers_gate",
+    "called_elsewhere", "candidates", "decide", "dir_maker_calls", "distribution_calls", "download_calls", "driving_calls", "entered_calls", "evaluation_calls", "entering_calls", "evaluations_left_whole", "file_keeper_calls", "freezer_calls", "index", "inheriting_calls", "installed_packages", "iterator_params", "launched", "linked", "loader_calls", "logger_calls", "member_calls", "meter_calls", "module_reader_calls", "placing_calls", "print_silencer_calls", "refused_alone", "refused_trainers", "role_calls", "saver_calls", "sharded_loader_calls", "split_helper_calls", "state_calls", "subclassed_elsewhere", "trainers_called", "unpassed_params", "unused_models", "with_reasons", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls", "writers_callers_gate",
 ]

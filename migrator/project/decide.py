@@ -66,7 +66,7 @@ def decide(
         if round_:  # a file that called a function now dropped may have its own threaded (DeepLabV3's engine calling MetricLogger)
             threaded |= candidates(files, outside, read_only, frozenset(gone)) - gone - plain
         if not threaded:
-            _refused_alone(files, gone, refusals, migrate)
+            refused_alone(files, gone, refusals, migrate)
             return Outcome(frozenset(), {}, {}, refused=refusals), {}
         plain &= threaded
         results: dict[str, FileResult] = {}
@@ -133,27 +133,37 @@ def decide(
             plain |= needless - dropped  # its callers no longer pass the Accelerator: again
             continue
         if not dropped:
-            _refused_alone(files, gone, refusals, migrate)
+            refused_alone(files, gone, refusals, migrate)
             engines = {t[0] for t in threaded}
             refused = {path: found for path, found in refusals.items() if path not in engines}
             return Outcome(
                 frozenset(threaded), calls, stubs, stepped, loaders, covered, states, plain_calls, unthreaded, refused_calls, refused,
             ), results
-    _refused_alone(files, gone, refusals, migrate)
+    refused_alone(files, gone, refusals, migrate)
     return Outcome(frozenset(), {}, {}, refused=refusals), {}
 
 
-def _refused_alone(files: dict[str, FileIndex], gone: set[tuple[str, str]], refusals: dict, migrate) -> None:
-    """Engines of training functions the rounds dropped before trying their migration with
-    the Accelerator (Bert-Multi-Label's Trainer: its three callers could not agree on a
-    stub): migrated alone, one whose migration is left as written for a reason of its own
-    (AM95x, other than AM954's "nothing here calls it") is added to `refusals`, so the
-    set-up its callers would prepare for it is left as written too (refused_trainers)."""
-    for engine in sorted({path for path, name in gone if _trains(files, path, name)} - set(refusals)):
+def refused_alone(files: dict[str, FileIndex], trainers: set[tuple[str, str]], refusals: dict, migrate) -> None:
+    """Engines of training functions the run does not thread, or dropped before trying their
+    migration with the Accelerator (Bert-Multi-Label's Trainer: its three callers could not
+    agree on a stub, or one of them is a file the run only reads): migrated alone, one whose
+    migration is left as written for a reason of its own (a refusal other than AM954's
+    "nothing here calls it") is added to `refusals`, so the set-up its callers would prepare
+    for it is left as written too (refused_trainers)."""
+    for engine in sorted({path for path, name in trainers if _trains(files, path, name)} - set(refusals)):
         result = migrate(engine, (), "", (), (), ())
         reasons = tuple(f for f in result.findings if is_refusal(f.code) and f.code != "AM954")
         if reasons:
             refusals[engine] = reasons
+
+
+def trainers_called(files: dict[str, FileIndex], read_only: frozenset[str] = frozenset()) -> set[tuple[str, str]]:
+    """The training functions and classes (a backward or a step in them) of the run that
+    another file of the run, one it may write, calls."""
+    return {
+        call.target for path, f in files.items() if path not in read_only for call in f.calls
+        if call.target[0] != path and _trains(files, *call.target)
+    }
 
 
 def _trains(files: dict[str, FileIndex], path: str, name: str) -> bool:

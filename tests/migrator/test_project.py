@@ -1484,6 +1484,10 @@ def test_callers_of_a_trainer_dropped_before_its_migration_was_tried_keep_their_
         refusals = [f.message for f in results[caller].findings if f.code.startswith("AM95")]
         assert len(refusals) == 1 and "`Trainer` trains what this file would prepare" in refusals[0], refusals
     assert results["trainer.py"].after == REFUSED_TRAINER
+    # named as a pre-commit hook names files: run_b.py, beside, is only read, so nothing is threaded
+    named = _results([os.path.join(root, "run_a.py"), os.path.join(root, "pkg", "trainer.py")])
+    assert named["run_a.py"].after == TRAINER_CALLER
+    assert any(f.code == "AM951" and "`Trainer` trains what this file would prepare" in f.message for f in named["run_a.py"].findings)
 
 
 BOX_LOSS = textwrap.dedent('''\
