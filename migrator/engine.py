@@ -293,7 +293,9 @@ def migrate_verified(
     unsafe = any(f.code in _UNSAFE_TO_WRITE for f in outcome.findings)
     if not unsafe and not any(p.blocking for p in problems):
         notes = tuple(_refusal(path, p) for p in problems)  # at the original's lines, like fixed findings
-        return replace(outcome, findings=outcome.findings + notes) if notes else outcome
+        written = replace(outcome, findings=outcome.findings + notes) if notes else outcome
+        # edits beside the training only (a type test) written: the training they sit beside is still named
+        return _not_silent(written, path, source, config.run_callers, _drives(config, source))
     whole = [p for p in problems if p.blocking and p.message.startswith(OTHER_ENGINE)]
     if whole:  # left whole: advice on converting it (prepare this, drop that wrap) would contradict the refusal
         return EngineOutcome(module, tuple(_refusal(path, p) for p in whole), code=source)

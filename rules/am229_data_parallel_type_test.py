@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from migrator.analysis import dotted_name
@@ -14,6 +16,9 @@ _DISTRIBUTED = {
     "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
     "torch.nn.DistributedDataParallel",
 }
+
+
+_LOSS = re.compile(r"(?i)loss|criterion")
 
 
 class DataParallelTypeTest(Rule):
@@ -97,6 +102,8 @@ class DataParallelTypeTest(Rule):
                 continue
             if len(call.args) != 2 or shared and not run_by_other_files(analysis, call, config.run_callers, self.ctx.config.project_unpassed):
                 continue
+            if _LOSS.search(cst.Module([]).code_for_node(call.args[0].value)):
+                continue  # a criterion wrapped for DataParallel is never what prepare() wraps
             tested = call.args[1].value
             classes = list(tested.elements) if isinstance(tested, cst.Tuple) else None
             named = [e.value for e in classes] if classes is not None else [tested]

@@ -47,8 +47,9 @@ _INHERITS = (
     "`{module}` is part of this project, but `{call}` is built on `{base}` of {file}, whose methods "
     "(an epoch loop, checkpoints, logging) the migration of `{module}` cannot see; it is left without "
     "the Accelerator, and its training needs it: migrate the two classes by hand: create the Accelerator "
-    "here, prepare the model together with its optimizer, the loaders and the scheduler where they are built, "
-    "and pass the Accelerator to the base class"
+    "here, prepare the model together with its optimizer and the training loader (a scheduler too only if it "
+    "steps per batch, an evaluation loader only where its results are gathered), and pass the Accelerator to the "
+    "base class"
 )
 # An evaluation on loaders left whole computes on all the data: nothing of it is missing.
 _LEFT_WHOLE = (

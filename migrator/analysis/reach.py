@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from migrator.analysis.names import LIBRARY_ROOTS
+
 if TYPE_CHECKING:
     from migrator.analysis import ScriptAnalysis
 
@@ -246,7 +248,19 @@ def called_by_other_files(analysis: "ScriptAnalysis", function: cst.FunctionDef,
         return function.name.value in names
     name, cls = function.name.value, owner.name.value
     built = name in ("__init__", "forward", "__call__") and cls in names
-    return f"{cls}.{name}" in names or built or f"{cls}.*" in names
+    # built there on a base class of the project, whose loop calls what it overrides (`self._train_epoch(epoch)`)
+    overriding = cls in names and _project_base(analysis, owner)
+    return f"{cls}.{name}" in names or built or overriding or f"{cls}.*" in names
+
+
+def _project_base(analysis: "ScriptAnalysis", owner: cst.ClassDef) -> bool:
+    """The class builds on a class imported from a module of the project (not a library)."""
+    for base in owner.bases:
+        qualified = analysis.imports.qualify(base.value) or ""
+        root = qualified.split(".")[0]
+        if qualified and root not in LIBRARY_ROOTS and "." in qualified:
+            return True
+    return False
 
 
 # how the findings on code other files call, in a file given no Accelerator, begin their note

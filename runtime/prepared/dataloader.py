@@ -24,7 +24,9 @@ class PreparedDataLoader(DataLoader):
     """A DataLoader (isinstance holds) yielding this process's batches, moved to the device.
 
     `len()` is this process's number of batches. Differs from Accelerate on purpose: after
-    `load_state` the next iteration resumes mid-epoch by itself (no `skip_first_batches`).
+    `load_state` the next iteration resumes mid-epoch by itself (no `skip_first_batches`),
+    and what the user's own loader class adds (`loader.MEAN`, a method of a DataLoader
+    subclass) is still read through the prepared one.
     """
 
     def __init__(
@@ -37,6 +39,7 @@ class PreparedDataLoader(DataLoader):
         split_batches: bool = False,
         even_batches: bool = True,
     ) -> None:
+        self._original = loader
         self._sync = sync
         self._device = device
         self._comm_device = torch.device(info.device)
@@ -49,6 +52,14 @@ class PreparedDataLoader(DataLoader):
         self._pass = _Pass()
         self._resume: dict[str, Any] | None = None
         self._resume_pending = False
+
+    def __getattr__(self, name: str) -> Any:
+        """Only for names the prepared loader lacks: the original loader's (a subclass's
+        `MEAN`/`STD`, `split_validation()`), where trainers written for it read them."""
+        original = self.__dict__.get("_original")
+        if original is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(original, name)
 
     def _shard_loader(
         self, loader: DataLoader, info: ProcessInfo, split: bool, even: bool

@@ -1534,6 +1534,27 @@ def test_a_loss_of_another_file_constant_on_some_batches_is_named_where_it_is_fi
     assert "`losses` in `BoxLoss.forward`" in named[0].message and "other files of the run call this code" in named[0].message
 
 
+def test_a_method_a_base_class_of_another_file_runs_gets_its_type_test_and_keeps_its_training_named(tmp_path) -> None:
+    """yassouali's trainer.py: `Trainer(BaseTrainer)` is built in train.py and its
+    `_train_epoch` runs from the base class's loop in base.py. Its model's DataParallel
+    test learns DistributedDataParallel (AM229, written), a criterion's is left alone (never
+    what prepare() wraps), and its backward, left without an Accelerator, is still named."""
+    trainer = SUB_TRAINER.replace(
+        "        total = 0.0\n",
+        "        total = 0.0\n"
+        "        if isinstance(self.model, torch.nn.DataParallel):\n"
+        "            self.model.module.train()\n"
+        "        if isinstance(self.criterion, torch.nn.DataParallel):\n"
+        "            total = -1.0\n",
+    ).replace("from base import BaseTrainer\n", "import torch\n\nfrom base import BaseTrainer\n")
+    assert trainer.count("isinstance") == 2
+    root = _project(tmp_path, **{"train.py": SUB_SETUP, "trainer.py": trainer, "base.py": BASE_TRAINER})
+    result = _results([root])["trainer.py"]
+    assert "isinstance(self.model, (torch.nn.DataParallel, torch.nn.parallel.DistributedDataParallel))" in result.after
+    assert "isinstance(self.criterion, torch.nn.DataParallel)" in result.after
+    assert [f.start.line for f in result.findings if f.code == "AM916"] == [23, 24], result.findings
+
+
 def test_the_index_takes_neither_a_scheduler_stepped_after_the_loop_nor_a_generator_for_training() -> None:
     import ast
 

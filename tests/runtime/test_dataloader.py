@@ -108,3 +108,25 @@ def test_iterable_dataset_is_split_and_workers_are_refused():
 def test_split_batches_needs_a_divisible_batch_size():
     with pytest.raises(ValueError, match="divisible"):
         prepared(DataLoader(DATA, batch_size=3), split_batches=True)
+
+
+class _NormalisingLoader(DataLoader):
+    """A project's loader class with what its trainer reads (yassouali's MEAN/STD)."""
+
+    MEAN = (0.5, 0.5, 0.5)
+
+    def __init__(self, dataset, batch_size):
+        super().__init__(dataset, batch_size=batch_size, shuffle=False)
+        self.STD = (0.25, 0.25, 0.25)
+
+    def split_validation(self):
+        return "validation"
+
+
+def test_what_a_loader_subclass_adds_is_read_through_the_prepared_loader():
+    loader = prepared(_NormalisingLoader(DATA, batch_size=2))
+    assert loader.MEAN == (0.5, 0.5, 0.5) and loader.STD == (0.25, 0.25, 0.25)
+    assert loader.split_validation() == "validation"
+    assert len(loader) == 3 and indices(loader)[0] == [0, 1]  # the prepared loader's own batching wins
+    with pytest.raises(AttributeError):
+        loader.not_an_attribute
