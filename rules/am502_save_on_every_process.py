@@ -18,10 +18,10 @@ _WRITERS = {"safetensors.torch.save_file": 1, "safetensors.torch.save_model": 1,
 
 class SaveOnEveryProcess(Rule):
     """## What it does
-    In a file that uses an Accelerator, reports a model or checkpoint written on every
-    process: `model.save_pretrained(dir)` without `is_main_process=`,
-    `safetensors.torch.save_file/save_model`, `torch.jit.save`, or uploaded by every process
-    (`push_to_hub`, `upload_folder`, `upload_file`), outside
+    In a file that uses (or is about to get) an Accelerator, reports a model or checkpoint
+    written on every process: `model.save_pretrained(dir)` without `is_main_process=`,
+    `safetensors.torch.save_file/save_model`, `torch.jit.save`, or uploaded by every
+    process (`push_to_hub`, `upload_folder`, `upload_file`), outside
     `if accelerator.is_main_process:` (or another main-process test, an early `return`
     for the other processes, `@accelerator.on_main_process`) and outside functions of the
     file that are only called from such places. For a model's `save_pretrained` it adds
@@ -85,8 +85,8 @@ class SaveOnEveryProcess(Rule):
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
         elsewhere = not analysis.migrating and bool(self.ctx.config.run_callers)
-        if not analysis.has_accelerator and not elsewhere:
-            return
+        if not analysis.migrating and not elsewhere:
+            return  # a file about to get its Accelerator too: a refused one still names the write
         for fact in analysis.facts.calls:
             call = fact.node
             func = call.func

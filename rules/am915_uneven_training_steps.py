@@ -110,7 +110,7 @@ class UnevenTrainingSteps(Rule):
                 self.report(found, what=f"`{what}`", why=f"only `if {test}`, a count each process reaches at its own pace")
                 continue
             function = self.analysis.scope_of(branch)
-            if isinstance(function, cst.FunctionDef) and _returns(branch.body):
+            if isinstance(function, cst.FunctionDef) and _returns(branch.body) and not self._filled_step_by_step(function, test):
                 found = self._first_training_call(function, trainers)
                 if found is not None:  # `if len(memory) < BATCH_SIZE: return` atop `optimize_model()`
                     what = cst.Module([]).code_for_node(found.func).strip() + "()"
@@ -142,6 +142,25 @@ class UnevenTrainingSteps(Rule):
             if not found:
                 return trainers
             trainers |= found
+
+    def _filled_step_by_step(self, function: cst.FunctionDef, test: str) -> bool:
+        """Every call of `function` sits in a loop whose own body also adds one item to the
+        memory its test reads (the DQN tutorial: `memory.push(...)` then `optimize_model()`
+        each step): the fill level is the step count, the same on every process."""
+        memory = _MEMORY_NAME.search(test)
+        calls = [
+            c.node for c in self.analysis.facts.calls
+            if isinstance(c.node.func, cst.Name) and c.node.func.value == function.name.value
+        ]
+        if memory is None or not calls:
+            return False
+        for call in calls:
+            loop = self.analysis.parent(call)
+            while loop is not None and not isinstance(loop, (cst.For, cst.While, cst.FunctionDef, cst.Module)):
+                loop = self.analysis.parent(loop)
+            if not isinstance(loop, (cst.For, cst.While)) or not _adds_to(loop.body, memory.group(1)):
+                return False
+        return True
 
     def _shared_results(self) -> frozenset[str]:
         """Functions of this file whose result the migration makes the same on every
@@ -256,6 +275,27 @@ def _uneven(loop: cst.CSTNode) -> str | None:
         if _breaks(loop):
             return "a `while` loop that ends on a `break`"
     return None
+
+
+# the memory a fill test reads: `len(memory)`, `self.buffer.size()`
+_MEMORY_NAME = re.compile(r"((?:self\.)?\w*(?:memory|buffer|replay)\w*)")
+
+
+def _adds_to(body: cst.BaseSuite, memory: str) -> bool:
+    """A statement of the loop body itself (not of a nested loop) adds to `memory`."""
+    statements = body.body if isinstance(body, cst.IndentedBlock) else []
+    for statement in statements:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            value = small.value if isinstance(small, cst.Expr) else None
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _ADDS:
+                if dotted_name(value.func.value) == memory:
+                    return True
+    return False
+
+
+_ADDS = {"push", "append", "add", "store", "insert", "put"}
 
 
 def _returns(block: cst.BaseSuite) -> bool:

@@ -266,7 +266,11 @@ def analyze(
     first_use = _first_training_use(facts, block, loops_with_backward, parent) if block else None
     lens = len_uses(facts, roles, block, parent)
     plan = None
-    if block is not None and not prepare_calls and not acc_names:
+    # an Accelerator made by hand and nothing prepared anywhere (no `.prepare(` on any receiver): planned too
+    unprepared = not acc_names or not any(
+        isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value.startswith("prepare") for c in facts.calls
+    )
+    if block is not None and not prepare_calls and unprepared:
         plan = make_plan(facts, roles, block, first_use, lens, parent, batch_stepped, unthreaded_calls)
     prepared = {t for p in prepare_calls for t in p.targets if t} | (plan.names if plan else set())
     facts.whole_loaders = loaders_fed_whole(facts, roles, prepare_calls, plan, parent, called_elsewhere)
