@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from migrator.analysis.constant_terms import constant_terms
 from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
 from migrator.rule import Example, Rule
+
+
+_UNUSED_ALLOWED = re.compile(r"find_unused_parameters\s*=\s*True")
 
 
 class LossTermConstantOnSomeBatches(Rule):
@@ -35,9 +40,12 @@ class LossTermConstantOnSomeBatches(Rule):
             return loss
     ```
 
-    Use instead: keep the outputs in the graph with a zero (`loss = boxes.sum() * 0`),
-    or create the Accelerator with
-    `kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)]`.
+    Use instead: create the Accelerator with
+    `kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=True)]` (what one
+    process does), or keep the outputs in the graph with a zero (`loss = boxes.sum() * 0`)
+    at every constant: cheaper for DDP, but the zero gradient still moves those weights
+    under momentum or Adam. A file that already passes `find_unused_parameters=True` (to
+    the Accelerator or a hand-made wrap the migration carries over) is not reported.
 
     ## Known limits
     Only a list appended to or a name bound in the loss function itself, returned by it;
@@ -49,9 +57,10 @@ class LossTermConstantOnSomeBatches(Rule):
     name = "loss-term-constant-on-some-batches"
     message = (
         "`{target}` in `{function}` is the constant `{value}` on some batches, so the outputs its other "
-        "values read get no gradient there and DDP would stop at the next step: keep them in the graph with a "
-        "zero (`output.sum() * 0`) or pass `DistributedDataParallelKwargs(find_unused_parameters=True)` to the "
-        "Accelerator{note}"
+        "values read get no gradient there and DDP would stop at the next step: pass "
+        "`DistributedDataParallelKwargs(find_unused_parameters=True)` to the Accelerator, or keep them in the "
+        "graph with a zero (`output.sum() * 0`) at every such place (a zero gradient: an optimizer with momentum "
+        "or Adam still moves those weights, which one process did not){note}"
     )
     examples = (
         Example(
@@ -81,6 +90,8 @@ class LossTermConstantOnSomeBatches(Rule):
             cls = method_of.get(id(function))
             return cls.name.value if cls is not None else ""
 
+        if _UNUSED_ALLOWED.search(node.code):
+            return  # the Accelerator or the hand-made wrap already lets parameters go without a gradient
         functions = analysis.nodes("FunctionDef")
         for term in constant_terms(functions, analysis.parent, owner):  # type: ignore[arg-type]
             if shared and not run_by_other_files(analysis, term.value, config.run_callers, config.project_unpassed):

@@ -55,7 +55,7 @@ def constant_terms(
                 continue
             constants = [v for v in found if _constant(v) and _under_test(v, function, parent)]
             if constants and any(not _constant(v) for v in found):
-                yield ConstantTerm(function, target, constants[0])
+                yield from (ConstantTerm(function, target, value) for value in constants)  # each site needs the fix
 
 
 def _contributions(function: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
