@@ -47,9 +47,14 @@ _INHERITS = (
     "`{module}` is part of this project, but `{call}` is built on `{base}` of {file}, whose methods "
     "(an epoch loop, checkpoints, logging) the migration of `{module}` cannot see; it is left without "
     "the Accelerator, and its training needs it: migrate the two classes by hand: create the Accelerator "
-    "here, prepare the model together with its optimizer and the training loader (a scheduler too only if it "
-    "steps per batch, an evaluation loader only where its results are gathered), and pass the Accelerator to the "
-    "base class"
+    "here, {prepare} (a scheduler too only if it steps per batch, an evaluation loader only where its results are "
+    "gathered), and pass the Accelerator to the base class"
+)
+# what the hand migration prepares where: the optimizer where it is built
+_PREPARE_HERE = "prepare the model together with its optimizer and the training loader"
+_PREPARE_IN_BASE = (
+    "prepare the training loader here and the model together with its optimizer where the classes build the "
+    "optimizer, in place of any DataParallel wrap there"
 )
 # An evaluation on loaders left whole computes on all the data: nothing of it is missing.
 _LEFT_WHOLE = (
@@ -219,7 +224,7 @@ class TrainingInAnotherModule(Rule):
             parts = "metrics and prints" if evaluates else "backward, metrics and prints"
         if call in inherits:
             base, file = inherits[call]
-            return _INHERITS.format(module=module, call=call, base=base, file=file)
+            return _INHERITS.format(module=module, call=call, base=base, file=file, prepare=_prepared_where(what))
         if call in members:
             return _NOT_TOGETHER.format(module=module, call=call, parts=parts)
         return _ADVICE.format(module=module, parts=parts)
@@ -266,7 +271,7 @@ class TrainingInAnotherModule(Rule):
             advice = alone.format(module=module) + whole
             if c.func in inherits:
                 base, file = inherits[c.func]
-                advice = _INHERITS.format(module=module, call=c.func, base=base, file=file) + whole
+                advice = _INHERITS.format(module=module, call=c.func, base=base, file=file, prepare=_prepared_where(what)) + whole
             if shared:
                 advice += _SHARE.format(loaders=", ".join(shared))
             self.report(c.node, call=c.func, module=module, what=what, advice=advice)
@@ -332,13 +337,29 @@ def _method_calls(analysis, call: cst.Call) -> list[cst.Call]:
     ]
 
 
+def _prepared_where(what: str) -> str:
+    """yassouali's train.py hands `Trainer` the model and loaders, and BaseTrainer builds the
+    optimizer: the model is prepared with it there, not here."""
+    return _PREPARE_HERE if "optimizer" in what else _PREPARE_IN_BASE
+
+
 def _given(analysis, call: cst.Call) -> str:
     """What the call hands over: by the roles of its arguments, or, for objects the file
     builds through factories it cannot read (`get_instance(models, 'arch', config)`), by
     the keywords they are passed as (`model=model, train_loader=train_loader`)."""
     given = [_ROLES[r] for r in (_role(analysis, a.value) for a in call.args) if r in _ROLES]
     given += [k for k in (_keyword_role(a) for a in call.args) if k]
+    given += [k for k in (_name_role(a) for a in call.args) if k]
     return ", ".join(dict.fromkeys(given))
+
+
+def _name_role(arg: cst.Arg) -> str | None:
+    """`optimizer` handed by position, built by a factory the file cannot read
+    (pytorch-template's `config.init_obj('optimizer', torch.optim, params)`): by its name."""
+    if arg.keyword is not None or not isinstance(arg.value, cst.Name):
+        return None
+    word = arg.value.value.lower()
+    return "optimizer" if word in ("optimizer", "optim", "opt") else None
 
 
 def _keyword_role(arg: cst.Arg) -> str | None:

@@ -1555,6 +1555,27 @@ def test_a_method_a_base_class_of_another_file_runs_gets_its_type_test_and_keeps
     assert [f.start.line for f in result.findings if f.code == "AM916"] == [23, 24], result.findings
 
 
+def test_a_base_class_that_builds_the_optimizer_is_where_the_model_is_prepared(tmp_path) -> None:
+    """yassouali's shape: train.py hands `Trainer` the model and loader, and the base class
+    builds the optimizer. AM914 does not ask to prepare the model with an optimizer that
+    does not exist in train.py: it says where the optimizer is built."""
+    base = BASE_TRAINER.replace(
+        "    def __init__(self, model, optimizer, epochs):\n        self.model = model\n        self.optimizer = optimizer\n",
+        "    def __init__(self, model, epochs):\n        self.model = model\n"
+        "        self.optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+    )
+    trainer = SUB_TRAINER.replace("model, optimizer, loader, device, scheduler):\n        super().__init__(model, optimizer, 2)",
+                                  "model, loader, device):\n        super().__init__(model, 2)").replace(
+        "        self.scheduler.step()\n", "").replace("        self.scheduler = scheduler\n", "")
+    setup = SUB_SETUP.replace("    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n", "").replace(
+        "    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1)\n", "").replace(
+        "Trainer(model, optimizer, loader, device, scheduler)", "Trainer(model, loader, device)")
+    assert base != BASE_TRAINER and "scheduler" not in trainer and "optimizer" not in setup, (trainer, setup)
+    root = _project(tmp_path, **{"train.py": setup, "trainer.py": trainer, "base.py": base})
+    told = [f.message for f in _results([root])["train.py"].findings if f.code == "AM914"]
+    assert len(told) == 1 and "the model together with its optimizer where the classes build the optimizer" in told[0], told
+
+
 def test_the_index_takes_neither_a_scheduler_stepped_after_the_loop_nor_a_generator_for_training() -> None:
     import ast
 
