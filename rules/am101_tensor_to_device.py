@@ -8,6 +8,7 @@ from migrator.analysis import DeviceMove
 from migrator.analysis.device_choice import AVAILABILITY
 from migrator.analysis.names import dotted_name
 from migrator.analysis.removal import removal_unit, shared_removals
+from migrator.analysis.walk import contains
 from migrator.cst import is_noop, removal_node
 from migrator.edits import Fix, remove, replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -159,13 +160,4 @@ class TensorToDevice(Rule):
 
 
 def _contains(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
-    found = False
-
-    class _Find(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            nonlocal found
-            found = found or node is inner
-            return not found
-
-    outer.visit(_Find())
-    return found and outer is not inner
+    return outer is not inner and contains(outer, inner)

@@ -16,7 +16,7 @@ import libcst as cst
 
 from migrator.analysis.metric_loop import enumerate_index, names_in
 from migrator.analysis.names import dotted_name
-from migrator.analysis.walk import walk
+from migrator.analysis.walk import contains, walk
 
 
 def skipped_steps(
@@ -47,22 +47,9 @@ def skipped_steps(
                     yield handler, f"an error ({caught}) caught here ends the step on the process that raised it alone"
                     break
     for statement in tests:  # the innermost test that leaves: `if a: ... if b: break` is named at `if b`
-        if not any(other is not statement and _contains(statement, other) for other in tests):
+        if not any(other is not statement and contains(statement.body, other) for other in tests):
             test = cst.Module([]).code_for_node(statement.test).strip()
             yield statement, f"`if {test}:` leaves the step on the processes where it holds"
-
-
-def _contains(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
-    found = False
-
-    class _Find(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            nonlocal found
-            found = found or node is inner
-            return not found
-
-    walk(outer.body, _Find())
-    return found
 
 
 def _own_statements(block: cst.BaseSuite) -> Iterator[cst.BaseStatement]:

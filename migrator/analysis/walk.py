@@ -89,3 +89,8 @@ def descendants(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         current = pop()
         yield current
         extend(reversed(children(current)))
+
+
+def contains(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    """`inner` is `outer` or sits under it."""
+    return any(node is inner for node in descendants(outer))

@@ -390,14 +390,19 @@ def _guarded_module_reads(node: ast.AST) -> set[int]:
     for n in ast.walk(node):
         if not isinstance(n, (ast.If, ast.IfExp)):
             continue
-        tested = {
-            ast.unparse(c.args[0]) for c in ast.walk(n.test) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
-            and c.func.id in ("hasattr", "isinstance") and c.args
-        }
+        tests = [
+            c for c in ast.walk(n.test) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
+            and c.func.id in ("hasattr", "isinstance") and len(c.args) == 2
+        ]
+        tested = {ast.unparse(c.args[0]) for c in tests}
+        # a test for the wrapper itself guards every `.module` read under it (lufficc/SSD's
+        # `model = self.model` then `if isinstance(model, DistributedDataParallel): model = self.model.module`)
+        wrapper = any("DataParallel" in ast.unparse(c.args[1]) or "'module'" in ast.unparse(c.args[1]) for c in tests)
         bodies = n.body if isinstance(n, ast.If) else [n.body]
         for part in bodies:
             guarded |= {
-                id(a) for a in ast.walk(part) if isinstance(a, ast.Attribute) and a.attr == "module" and ast.unparse(a.value) in tested
+                id(a) for a in ast.walk(part) if isinstance(a, ast.Attribute) and a.attr == "module"
+                and (wrapper or ast.unparse(a.value) in tested)
             }
     return guarded
 

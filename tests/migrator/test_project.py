@@ -3884,3 +3884,35 @@ def test_a_base_class_loop_whose_subclass_trains_is_not_a_checkpoint_method(tmp_
     root = _project(tmp_path, **{"base.py": base, "trainer.py": trainer, "train.py": train})
     found = _results([root])["train.py"]
     assert not [f for f in found.findings if f.code == "AM517" and "trainer.train()" in f.message], found.findings
+
+
+def test_a_module_read_under_a_test_for_the_wrapper_is_no_module_reader() -> None:
+    """Bert-Multi-Label's `self.model.module if hasattr(self.model, 'module') else self.model`
+    and lufficc/SSD's `if isinstance(model, DistributedDataParallel): model = self.model.module`
+    read `.module` only where there is one: handing them a prepared model is safe on one
+    process too. An unguarded read still counts."""
+    from migrator.project.index import index
+
+    helpers = textwrap.dedent('''
+        from torch.nn.parallel import DistributedDataParallel
+
+        class Keeper:
+            def __init__(self, model):
+                self.model = model
+
+            def save(self):
+                model = self.model
+                if isinstance(model, DistributedDataParallel):
+                    model = self.model.module
+                return model.state_dict()
+
+        def info(model):
+            return model.module if hasattr(model, 'module') else model
+
+        def unguarded(model):
+            return model.module.state_dict()
+    ''')
+    functions = index({"helpers.py": helpers})["helpers.py"].functions
+    assert functions["Keeper"].module_params == ()
+    assert functions["info"].module_params == ()
+    assert functions["unguarded"].module_params == ("model",)
