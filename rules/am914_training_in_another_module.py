@@ -359,7 +359,7 @@ def _name_role(arg: cst.Arg) -> str | None:
     if arg.keyword is not None or not isinstance(arg.value, cst.Name):
         return None
     word = arg.value.value.lower()
-    return "optimizer" if word in ("optimizer", "optim", "opt") else None
+    return "optimizer" if word == "optimizer" or word.endswith("_optimizer") else None  # `opt` is often the options
 
 
 def _keyword_role(arg: cst.Arg) -> str | None:

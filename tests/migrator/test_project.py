@@ -3916,3 +3916,17 @@ def test_a_module_read_under_a_test_for_the_wrapper_is_no_module_reader() -> Non
     assert functions["Keeper"].module_params == ()
     assert functions["info"].module_params == ()
     assert functions["unguarded"].module_params == ("model",)
+
+
+def test_an_argument_named_opt_is_the_options_not_an_optimizer() -> None:
+    """RepDistiller's `validate(val_loader, model, criterion, opt)` and faster-rcnn's
+    `TestDataset(opt)` hand the parsed options: only `optimizer` (or `g_optimizer`) is an
+    optimizer by its name."""
+    import libcst as cst
+
+    from rules.am914_training_in_another_module import _name_role
+
+    def role(source: str):
+        return [_name_role(a) for a in cst.parse_expression(source).args]
+
+    assert role("f(opt, optim, optimizer, g_optimizer)") == [None, None, "optimizer", "optimizer"]
