@@ -336,14 +336,18 @@ def _as_one_program(items: list[_File], store: Cache | None, around: list[_File]
             return replace(result, status=FileStatus.FAILED)
         return result
 
-    if not threading:  # nothing to thread: each file is migrated alone, unless it sets up a refused trainer
-        refusals: dict = {}
-        project.refused_alone(files, project.trainers_called(files, read_only), refusals, migrate)
-        for path in sorted(set(files) - read_only):
+    def keep_set_ups(paths, refusals) -> None:
+        """A set-up handing its training to an engine left as written is left as written too."""
+        for path in sorted(paths):
             refused = project.refused_trainers(files, path, refusals)
             if refused:
                 item = by_path[path]
                 item.result, item.task = migrate(path, (), "", (), refused=refused, fix=item.config.fix), None
+
+    if not threading:  # nothing to thread: each file is migrated alone, unless it sets up a refused trainer
+        refusals: dict = {}
+        project.refused_alone(files, project.trainers_called(files, read_only), refusals, migrate)
+        keep_set_ups(set(files) - read_only, refusals)
         return
     # decided on what the migration would write, also for --lint (it then reports that)
     outcome, results = project.decide(files, migrate, target, outside, read_only)
@@ -365,11 +369,7 @@ def _as_one_program(items: list[_File], store: Cache | None, around: list[_File]
         item = by_path[path]
         alone = migrate(path, (), "", (), fix=item.config.fix)
         item.result, item.task = project.without_share_findings(alone, whole[path]), None
-    for path in sorted(set(files) - set(results) - read_only):  # a set-up the rounds never migrated, handing its training to an engine left as written
-        refused = project.refused_trainers(files, path, outcome.refused)
-        if refused:
-            item = by_path[path]
-            item.result, item.task = migrate(path, (), "", (), refused=refused, fix=item.config.fix), None
+    keep_set_ups(set(files) - set(results) - read_only, outcome.refused)  # set-ups the rounds never migrated
     for path, reasons in sorted(outcome.refused.items()):  # an engine left as written: why it got no Accelerator
         item = by_path[path]
         if path in read_only or path in results or not reasons:

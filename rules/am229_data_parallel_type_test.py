@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.constant_terms import LOSS_NAME
 from migrator.analysis.reach import run_by_other_files
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -16,9 +15,6 @@ _DISTRIBUTED = {
     "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel",
     "torch.nn.DistributedDataParallel",
 }
-
-
-_LOSS = re.compile(r"(?i)loss|criterion")
 
 
 class DataParallelTypeTest(Rule):
@@ -102,7 +98,7 @@ class DataParallelTypeTest(Rule):
                 continue
             if len(call.args) != 2 or shared and not run_by_other_files(analysis, call, config.run_callers, self.ctx.config.project_unpassed):
                 continue
-            if _LOSS.search(cst.Module([]).code_for_node(call.args[0].value)):
+            if LOSS_NAME.search(cst.Module([]).code_for_node(call.args[0].value)):
                 continue  # a criterion wrapped for DataParallel is never what prepare() wraps
             tested = call.args[1].value
             classes = list(tested.elements) if isinstance(tested, cst.Tuple) else None

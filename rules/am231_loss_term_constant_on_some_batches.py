@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 import libcst as cst
 
 from migrator.analysis.constant_terms import constant_terms
 from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
 from migrator.rule import Example, Rule
-
-
-_UNUSED_ALLOWED = re.compile(r"find_unused_parameters\s*=\s*True")
 
 
 class LossTermConstantOnSomeBatches(Rule):
@@ -90,7 +85,7 @@ class LossTermConstantOnSomeBatches(Rule):
             cls = method_of.get(id(function))
             return cls.name.value if cls is not None else ""
 
-        if _UNUSED_ALLOWED.search(node.code):
+        if any(_allows_unused(c.node) for c in analysis.facts.calls):
             return  # the Accelerator or the hand-made wrap already lets parameters go without a gradient
         functions = analysis.nodes("FunctionDef")
         for term in constant_terms(functions, analysis.parent, owner):  # type: ignore[arg-type]
@@ -101,3 +96,12 @@ class LossTermConstantOnSomeBatches(Rule):
             value = cst.Module([]).code_for_node(term.value)
             note = f" ({RUN_CALLS_IT}; fix it here)" if shared else ""
             self.report(term.value, target=term.target, function=where, value=value if len(value) <= 40 else "tensor", note=note)
+
+
+def _allows_unused(call: cst.Call) -> bool:
+    """`DistributedDataParallelKwargs(find_unused_parameters=True)`, `DDP(model, find_unused_parameters=True)`."""
+    return any(
+        a.keyword is not None and a.keyword.value == "find_unused_parameters"
+        and isinstance(a.value, cst.Name) and a.value.value == "True"
+        for a in call.args
+    )

@@ -19,7 +19,8 @@ import libcst as cst
 from migrator.analysis.names import dotted_name
 from migrator.analysis.walk import walk
 
-_LOSS = re.compile(r"(?i)loss|criterion")
+# a loss or criterion by its name (a function, a class, an attribute): `FocalLoss`, `self.criterion`
+LOSS_NAME = re.compile(r"(?i)loss|criterion")
 # `torch.tensor(0)`, `torch.zeros(1)`, `x.new_zeros(1)`: a fresh tensor with no graph
 _MAKERS = {"tensor", "zeros", "as_tensor", "new_tensor", "new_zeros", "zeros_like", "scalar_tensor"}
 # what may follow it and keep it a constant: `.float()`, `.cuda()`, `.to(device)`
@@ -44,7 +45,7 @@ def constant_terms(
     batches. A metric returning a constant for an empty batch trains nothing, and is not
     one."""
     for function in functions:
-        if not _LOSS.search(function.name.value) and not _LOSS.search(owner(function)):
+        if not LOSS_NAME.search(function.name.value) and not LOSS_NAME.search(owner(function)):
             continue
         values: dict[str, list[cst.BaseExpression]] = {}
         for target, value in _contributions(function):
