@@ -388,10 +388,12 @@ def materialize(unit: Unit, mirrors: Path, src: Path) -> list[str]:
     return problems
 
 
-def materialize_beside(unit: Unit, mirrors: Path, src: Path, limit: int = 400) -> None:
-    """A group's run sees what a checkout shows: the other Python files of the folders its
-    files lie in (at the same commit) are exported beside them, not migrated. The tool
-    reads them as callers it would not update (a function they call is not threaded)."""
+def materialize_beside(unit: Unit, mirrors: Path, src: Path, limit: int = 1000) -> None:
+    """A group's run sees what a checkout shows: the repository's other Python files (at the
+    same commit) are exported beside them, not migrated. The tool reads those around the run
+    and those its files import (migrator/surroundings.py), as callers it would not update and
+    as helpers whose behaviour decides what is prepared (a loader builder in ssd/data/build.py
+    that already shards through a DistributedSampler)."""
     entries = [e for e in unit.entries if e.group is not None]
     if not entries:
         return
@@ -399,15 +401,11 @@ def materialize_beside(unit: Unit, mirrors: Path, src: Path, limit: int = 400) -
     git = git_dir(mirrors, entry.repo)
     if git is None:
         return
-    folders = {os.path.dirname(e.path) for e in entries}
     listed = subprocess.run(
         ["git", "--git-dir", str(git), "ls-tree", "-r", "--name-only", entry.commit], capture_output=True, text=True,
     )
     mine = {e.path for e in entries}
-    beside = [
-        p for p in listed.stdout.splitlines()
-        if p.endswith(".py") and os.path.dirname(p) in folders and p not in mine
-    ][:limit]
+    beside = [p for p in listed.stdout.splitlines() if p.endswith(".py") and p not in mine][:limit]
     for path in beside:
         shown = subprocess.run(["git", "--git-dir", str(git), "show", f"{entry.commit}:{path}"], capture_output=True)
         if shown.returncode or len(shown.stdout) > 1_000_000:
