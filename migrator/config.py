@@ -55,6 +55,7 @@ class Config:
     project_loaders: tuple[tuple[str, tuple[int, ...]], ...] = ()  # calls returning DataLoaders: positions (-1: the value)
     project_module_readers: tuple[str, ...] = ()  # calls of other files' code reading `.module` of a model handed to it (project/module_readers.py)
     project_sharded_loaders: tuple[str, ...] = ()  # calls of other files' functions returning loaders a DistributedSampler shards (project/sharded_loaders.py)
+    project_sharding_readers: tuple[str, ...] = ()  # calls of other files' functions reading loaders they build so sharded (same)
     project_iterators: tuple[str, ...] = ()  # own parameters callers hand a batch iterator that is no DataLoader (project/iterators.py)
     project_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...], bool], ...] = ()  # calls that save/load a model's state: positions, names, writes a file
     project_plain: tuple[str, ...] = ()  # calls of functions migrated with this file that need no Accelerator

@@ -84,6 +84,14 @@ def _finding(path: str, analysis: ScriptAnalysis, report: Report, fixed: bool) -
     )
 
 
+def _handed_training(config: Config) -> frozenset[str]:
+    """Calls of other files' functions handed an optimizer and a loader (by their use
+    there): they train, threaded or not."""
+    return frozenset(
+        spelling for spelling, keys in config.project_roles if {"optimizer", "dataloader"} <= {role for _, role in keys}
+    )
+
+
 def _run_rules(
     module: cst.Module, rules: Sequence[type[Rule]], config: Config, path: str,
     unused: list[Finding] | None = None, text: str | None = None,
@@ -99,6 +107,7 @@ def _run_rules(
         distribution_helpers={spelling: rest for spelling, *rest in config.project_distribution},
         meter_calls=frozenset(config.project_meters), called_elsewhere=frozenset(config.project_called),
         iterators=frozenset(config.project_iterators),
+        training_calls=frozenset(config.project_calls) | frozenset(config.project_refused) | _handed_training(config),
     )
     ctx = RuleContext(config, path)
     _dispatch(analysis, [rule(analysis, ctx) for rule in rules])

@@ -142,7 +142,16 @@ def _with_names(node, kept: list[cst.ImportAlias]):
 
 
 def _remove_unused(module: cst.Module, removes: set[Request], read: set[str]) -> cst.Module:
-    return module.visit(_Remover(removes, read))
+    updated = module.visit(_Remover(removes, read))
+    if module.body and updated.body and not module.header and updated.body[0] is not module.body[0]:
+        # the file's first line went (`import os`): the blank line that followed it would open the file
+        first = updated.body[0]
+        lines = list(getattr(first, "leading_lines", ()))
+        while lines and lines[0].comment is None:
+            lines.pop(0)
+        if hasattr(first, "leading_lines"):
+            updated = updated.with_changes(body=[first.with_changes(leading_lines=lines), *updated.body[1:]])
+    return updated
 
 
 def _add(module: cst.Module, adds: Iterable[Request]) -> cst.Module:

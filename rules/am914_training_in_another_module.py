@@ -200,7 +200,11 @@ class TrainingInAnotherModule(Rule):
             # every process (for a training function that would be the defect, not a reassurance)
             evaluation = "optimizer" not in what and _EVALUATION_WORDS.search((c.func or function).rpartition(".")[2])
             whole = "" if shared or not evaluation or _loaders(analysis, c.node, prepared=True) else _whole_loaders(analysis, c.node)
-            advice = self._advice(c.func, module, what, inherits, members, through_methods=bool(shared), reads_whole=bool(whole))
+            # one that builds its loaders with a DistributedSampler itself reads its share
+            own_share = c.func in self.ctx.config.project_sharding_readers
+            advice = self._advice(
+                c.func, module, what, inherits, members, through_methods=bool(shared), reads_whole=bool(whole), own_share=own_share,
+            )
             if shared:
                 advice += _SHARE.format(loaders=", ".join(shared))
             advice += whole
@@ -208,7 +212,7 @@ class TrainingInAnotherModule(Rule):
 
     def _advice(
         self, call: str, module: str, what: str, inherits: dict[str, tuple[str, str]], members: set[str],
-        through_methods: bool = False, reads_whole: bool = False,
+        through_methods: bool = False, reads_whole: bool = False, own_share: bool = False,
     ) -> str:
         """Why the Accelerator does not reach a training function of another module. One
         named for an evaluation and handed no optimizer (here, or by what its body does with
@@ -216,7 +220,9 @@ class TrainingInAnotherModule(Rule):
         either, for its prints alone."""
         by_use = {role for spelling, keys in self.ctx.config.project_roles if spelling == call for _, role in keys}
         evaluates = "optimizer" not in what and "optimizer" not in by_use and _EVALUATION_WORDS.search(call.rpartition(".")[2])
-        if evaluates and ("loader" not in what or reads_whole) and not through_methods:
+        if evaluates and own_share:
+            parts = "metrics and prints (it builds its loaders with a DistributedSampler: this process's share)"
+        elif evaluates and ("loader" not in what or reads_whole) and not through_methods:
             # handed no loader: it reads its data set whole, so every process computes the
             # metrics of all of it (right, N times over); only what it prints is repeated
             parts = "prints (it reads its data whole: each process evaluates all of it)"

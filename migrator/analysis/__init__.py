@@ -231,6 +231,7 @@ def analyze(
     distribution_helpers: dict[str, list] | None = None, unthreaded_calls: frozenset[str] = frozenset(),
     argument_roles: dict[str, dict[str, str]] | None = None, meter_calls: frozenset[str] = frozenset(),
     called_elsewhere: frozenset[str] = frozenset(), iterators: frozenset[str] = frozenset(),
+    training_calls: frozenset[str] = frozenset(),
 ) -> ScriptAnalysis:
     """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy).
     `batch_stepped`: schedulers handed to a function of another file of the run that steps
@@ -243,7 +244,10 @@ def analyze(
     `argument_roles`: calls of functions of other files → position or parameter → role;
     `meter_calls`: calls of other files' running-meter classes (analysis/meters.py);
     `called_elsewhere`: this file's functions other files of the run call (whole_loaders.py);
-    `iterators`: parameters callers hand a batch iterator that is no DataLoader (never prepared)."""
+    `iterators`: parameters callers hand a batch iterator that is no DataLoader (never prepared);
+    `training_calls`: calls of other files' training functions (threaded, refused or handed an
+    optimizer and a loader): one handed an optimizer and a loader here trains, so the objects
+    are prepared before it."""
     module = wrapper.module
     tables = node_tables(module)
     parents, by_type = tables.parents, tables.by_type
@@ -263,7 +267,7 @@ def analyze(
         block = None  # migrated already: its caller creates the Accelerator and prepares
     if block is None and updated:
         block = hand_update_block(facts, updated, parent)
-    first_use = _first_training_use(facts, block, loops_with_backward, parent) if block else None
+    first_use = _first_training_use(facts, block, loops_with_backward, parent, _training_calls(facts, roles, training_calls)) if block else None
     lens = len_uses(facts, roles, block, parent)
     plan = None
     # an Accelerator made by hand and nothing prepared anywhere (no `.prepare(` on any receiver): planned too
@@ -459,7 +463,23 @@ def _wrap_block(facts: Facts, roles: RoleTable, parent, optimizers: list[Binding
     return None
 
 
-def _first_training_use(facts: Facts, block: Block, loops: set[int], parent) -> int | None:
+def _training_calls(facts: Facts, roles: RoleTable, calls: frozenset[str]) -> frozenset[str]:
+    """Those of `calls` handed an optimizer and a loader here (`do_train(cfg, model,
+    train_loader, optimizer, ...)`), not a checkpoint loader handed the optimizer alone."""
+    found = set()
+    for c in facts.calls:
+        if c.func in calls:
+            given = {roles.of(dotted_name(a.value) or "") for a in c.node.args}
+            if Role.OPTIMIZER in given and Role.DATALOADER in given:
+                found.add(c.func)
+    return frozenset(found)
+
+
+def _first_training_use(facts: Facts, block: Block, loops: set[int], parent, training_calls: frozenset[str] = frozenset()) -> int | None:
+    """The first statement of the block that trains: a loop with a backward, a call of a
+    training function of this file, a backward, or a call of another file's function that
+    trains (lufficc/SSD's `model = do_train(cfg, model, ...)`: the objects are prepared
+    before it, not after the binding it makes)."""
     trainers = training_functions(facts)
     indices = []
     for loop in facts.loops:
@@ -467,7 +487,9 @@ def _first_training_use(facts: Facts, block: Block, loops: set[int], parent) -> 
             indices.append(block.index_of(loop.node, parent))
     for c in facts.calls:
         func = c.node.func
-        if isinstance(func, cst.Name) and func.value in trainers:
+        if c.func in training_calls:
+            indices.append(block.index_of(c.node, parent))
+        elif isinstance(func, cst.Name) and func.value in trainers:
             indices.append(block.index_of(c.node, parent))
         elif isinstance(func, cst.Attribute) and func.attr.value == "backward":
             indices.append(block.index_of(c.node, parent))

@@ -7,6 +7,7 @@ fix). The scheduler convention lives here; see rules/am201 for the user-facing s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -16,7 +17,7 @@ from migrator.analysis.collect import Binding, Facts
 from migrator.analysis.counted_loops import COUNTED, steps_in_counted_loop
 from migrator.analysis.loop import Block
 from migrator.analysis.manual_update import hand_updated_models
-from migrator.analysis.names import dotted_name
+from migrator.analysis.names import code_of, dotted_name
 from migrator.analysis.paths import binds_on_every_path, exits
 from migrator.analysis.roles import EMA_CLASS, Role, RoleTable, parameter_owners, peel_moves
 from migrator.analysis.walk import descendants, walk
@@ -94,6 +95,35 @@ def contains_len_of(expr: cst.CSTNode | None, loaders: set[str], values: dict[st
 
     walk(expr, _Find())
     return found
+
+
+_PROCESS_COUNT = re.compile(r"(world_?size|(num|n)_?(gpus?|procs|processes|replicas)|ngpus|nprocs|get_world_size\(\))$")
+
+
+def divided_by_process_count(
+    expr: cst.CSTNode | None, values: dict[str, cst.CSTNode], depth: int = 0,
+) -> str | None:
+    """The first division of `expr` by the process count (`step // args.num_gpus`,
+    `total / world_size`, `/ dist.get_world_size()`), as code, directly or through a
+    variable computed from it: lufficc/SSD builds its MultiStepLR from
+    `milestones = [step // args.num_gpus for step in cfg.SOLVER.LR_STEPS]`."""
+    if expr is None or depth > 4:
+        return None
+    found: list[str] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+            if isinstance(node.operator, (cst.Divide, cst.FloorDivide)) and _PROCESS_COUNT.search(code_of(node.right).strip()):
+                found.append(code_of(node).strip())
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value in values and values[node.value] is not expr:
+                inner = divided_by_process_count(values[node.value], values, depth + 1)
+                if inner is not None:
+                    found.append(inner)
+
+    walk(expr, _Find())
+    return found[0] if found else None
 
 
 # Why a scheduler is left out of prepare() when no step of it is in the file (AM206 says so).
@@ -232,6 +262,9 @@ def make_plan(
             if _follows_a_metric(value):
                 left_out.append((cand.name, FOLLOWS_A_METRIC))
                 continue
+            if (how := divided_by_process_count(value, values)) is not None:
+                left_out.append((cand.name, PER_PROCESS.format(how=how)))
+                continue
             if cand.name not in batch_stepped and steps_in_counted_loop(facts, cand.name, parent):
                 left_out.append((cand.name, COUNTED))
                 continue
@@ -365,6 +398,10 @@ def _only_read_by(facts: Facts, name: str, scope, calls: frozenset[str], parent:
     return ", ".join(dict.fromkeys(readers)) or None
 
 
+PER_PROCESS = (
+    "sized by the process count already ({how}): it counts this process's steps, and prepared it would advance "
+    "once per process on each step"
+)
 FOLLOWS_A_METRIC = "a ReduceLROnPlateau steps on a metric, once per call: prepared, it would step once per process"
 
 

@@ -20,27 +20,54 @@ _SAMPLER = "DistributedSampler"
 def sharded_loader_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
     """For each file: its calls (as spelled there) of other files' functions that return
     DataLoaders they build with a DistributedSampler."""
-    sharding: dict[tuple[str, str], bool] = {}
+    return _calls(files, _Sharding(sources, files).returns)
 
-    def shards(target: tuple[str, str], depth: int = 0) -> bool:
-        if target not in sharding:
-            sharding[target] = False  # a cycle of delegations shards nothing
-            function = _function(sources.get(target[0], b""), target[1])
-            sharding[target] = function is not None and (_shards(function) or depth < 3 and any(
-                shards(t, depth + 1) for t in _delegates(function, target[0], files)
-            ))
-        return sharding[target]
 
+def sharding_reader_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
+    """For each file: its calls of other files' functions that read loaders they get from
+    such a builder themselves (lufficc/SSD's `do_evaluation(cfg, model, distributed=...)`
+    calls `make_data_loader(cfg, is_train=False, distributed=distributed)`): each process
+    reads its share, so they do not read their data whole."""
+    return _calls(files, _Sharding(sources, files).reads)
+
+
+def _calls(files: dict[str, FileIndex], test) -> dict[str, tuple[str, ...]]:
     out = {}
     for path, f in files.items():
         found = {
             call.spelling for call in f.calls
             if call.target[0] != path and call.target[0] in files
-            and files[call.target[0]].functions.get(call.target[1]) is not None and shards(call.target)
+            and files[call.target[0]].functions.get(call.target[1]) is not None and test(call.target)
         }
         if found:
             out[path] = tuple(sorted(found))
     return out
+
+
+class _Sharding:
+    """Which functions of the run hand back, or read, loaders sharded by a DistributedSampler
+    (each answer computed once)."""
+
+    def __init__(self, sources: dict[str, bytes], files: dict[str, FileIndex]) -> None:
+        self.sources, self.files = sources, files
+        self._returns: dict[tuple[str, str], bool] = {}
+
+    def returns(self, target: tuple[str, str], depth: int = 0) -> bool:
+        if target not in self._returns:
+            self._returns[target] = False  # a cycle of delegations shards nothing
+            function = _function(self.sources.get(target[0], b""), target[1])
+            self._returns[target] = function is not None and (_shards(function) or depth < 3 and any(
+                self.returns(t, depth + 1) for t in _delegates(function, target[0], self.files)
+            ))
+        return self._returns[target]
+
+    def reads(self, target: tuple[str, str]) -> bool:
+        function = _function(self.sources.get(target[0], b""), target[1])
+        f = self.files.get(target[0])
+        if function is None or f is None:
+            return False
+        called = {ast.unparse(n.func) for n in ast.walk(function) if isinstance(n, ast.Call)}
+        return any(c.spelling in called and c.target[0] in self.files and self.returns(c.target) for c in f.calls)
 
 
 def _function(source: bytes, name: str) -> ast.FunctionDef | None:
@@ -67,23 +94,34 @@ def _delegates(function: ast.FunctionDef, path: str, files: dict[str, FileIndex]
 
 
 def _shards(function: ast.FunctionDef) -> bool:
-    """A DataLoader built in the function with `sampler=` a DistributedSampler, inline or
-    through a name bound to one (`sampler_train = DistributedSampler(...)`, also in one
-    branch of an `if`), and returned."""
+    """A DataLoader built in the function with `sampler=` or `batch_sampler=` a
+    DistributedSampler, inline or through names bound to one (`sampler_train =
+    DistributedSampler(...)`, also in one branch of an `if`) or to something built on one
+    (lufficc/SSD's `batch_sampler = BatchSampler(sampler=sampler, ...)`, then wrapped in an
+    IterationBasedBatchSampler), and something returned."""
     if not _returns_something(function):
         return False
-    samplers = {
-        t.id for n in ast.walk(function) if isinstance(n, ast.Assign) and _SAMPLER in ast.unparse(n.value)
+    bindings = [
+        (t.id, n.value) for n in ast.walk(function) if isinstance(n, ast.Assign)
         for t in n.targets if isinstance(t, ast.Name)
-    }
-    for node in ast.walk(function):
-        if isinstance(node, ast.Call) and ast.unparse(node.func).rsplit(".", 1)[-1] == "DataLoader":
-            for kw in node.keywords:
-                if kw.arg == "sampler" and (
-                    _SAMPLER in ast.unparse(kw.value) or isinstance(kw.value, ast.Name) and kw.value.id in samplers
-                ):
-                    return True
-    return False
+    ]
+    samplers: set[str] = set()
+    while True:
+        more = {name for name, value in bindings if name not in samplers and _built_on_sampler(value, samplers)}
+        if not more:
+            break
+        samplers |= more
+    return any(
+        isinstance(node, ast.Call) and ast.unparse(node.func).rsplit(".", 1)[-1] == "DataLoader"
+        and any(kw.arg in ("sampler", "batch_sampler") and _built_on_sampler(kw.value, samplers) for kw in node.keywords)
+        for node in ast.walk(function)
+    )
+
+
+def _built_on_sampler(value: ast.expr, samplers: set[str]) -> bool:
+    return _SAMPLER in ast.unparse(value) or any(
+        isinstance(n, ast.Name) and n.id in samplers for n in ast.walk(value)
+    )
 
 
 def _returns_something(function: ast.FunctionDef) -> bool:

@@ -148,7 +148,7 @@ def _migration_summary(report: RunReport, shown: list[Finding]) -> str:
     left = f" {_plural(len(shown), 'finding')} left for a human." if shown else ""
     refused = sum(1 for r in report.results if r.refused)
     if refused:
-        left += f" {_plural(refused, 'file')} left as written: the migration would not be coherent (AM95x findings say why)."
+        left += f" {_plural(refused, 'file')} left as written: the migration would not be coherent (AM95x/AM96x findings say why)."
     if not changed:
         return ("Nothing migrated." if refused or report.failed else "Nothing to migrate.") + left
     if report.mode is Mode.WRITE:

@@ -1707,6 +1707,35 @@ def test_an_evaluation_of_another_module_is_not_said_to_need_a_backward(tmp_path
     assert "its prints (it reads its data whole" in told["helpers.evaluate_on_set"], told
 
 
+def test_an_evaluation_that_builds_its_loaders_sharded_is_not_said_to_read_them_whole(tmp_path) -> None:
+    """lufficc/SSD's `do_evaluation(cfg, model, distributed=...)` builds its loaders with
+    make_data_loader, which shards them through a DistributedSampler: each process reads
+    its share, so "each process evaluates all of it" was false (reader R4)."""
+    setup = TRAIN.replace("import engine\n", "import helpers\n").replace("engine.", "helpers.").replace(
+        "    for epoch in range(2):\n", "    helpers.evaluate_on_set(model)\n    for epoch in range(2):\n",
+    )
+    helpers = textwrap.dedent('''\
+        import torch
+
+        from data import build
+
+
+        def evaluate_on_set(model, distributed=True):
+            correct = 0
+            for x, y in build(distributed):
+                correct += int((model(x) - y).abs().lt(0.5).sum())
+            return correct
+    ''')
+    for data, told_whole in ((SHARDING_DATA, False), (SHARDING_DATA.replace("DistributedSampler(data, num_replicas=2, rank=0)", "RandomSampler(data)"), True)):
+        root = _project(tmp_path / str(told_whole), **{"train.py": setup, "helpers.py": helpers, "data.py": data})
+        told = [
+            f.message for f in _results([os.path.join(root, "train.py")])["train.py"].findings
+            if f.code == "AM914" and "evaluate_on_set" in f.message
+        ]
+        assert told and ("reads its data whole" in told[0]) is told_whole, told
+        assert ("with a DistributedSampler: this process's share" in told[0]) is not told_whole, told
+
+
 EVALUATOR = textwrap.dedent('''\
     import torch
 
@@ -2514,12 +2543,44 @@ SHARDING_DATA = textwrap.dedent('''\
 ''')
 
 
-@pytest.mark.parametrize("sampler, refused", [("DistributedSampler(data, num_replicas=2, rank=0)", True), ("RandomSampler(data)", False)])
-def test_loaders_another_file_shards_by_hand_are_not_prepared_again(tmp_path, sampler, refused) -> None:
+BATCH_SHARDING_DATA = textwrap.dedent('''\
+    import torch
+    from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler
+
+
+    class Repeating:
+        def __init__(self, batches, steps):
+            self.batches, self.steps = batches, steps
+
+
+    def build(distributed=True, steps=None):
+        loaders = []
+        for data in [torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))]:
+            if distributed:
+                sampler = DistributedSampler(data, num_replicas=2, rank=0)
+            else:
+                sampler = RandomSampler(data)
+            batches = BatchSampler(sampler=sampler, batch_size=8, drop_last=False)
+            if steps is not None:
+                batches = Repeating(batches, steps)
+            loaders.append(DataLoader(data, batch_sampler=batches))
+        return loaders[0]
+''')
+
+
+@pytest.mark.parametrize("data, sampler, refused", [
+    (SHARDING_DATA, "DistributedSampler(data, num_replicas=2, rank=0)", True),
+    (SHARDING_DATA, "RandomSampler(data)", False),
+    (BATCH_SHARDING_DATA, "DistributedSampler(data, num_replicas=2, rank=0)", True),
+    (BATCH_SHARDING_DATA, "RandomSampler(data)", False),
+], ids=["sampler", "sampler-not-distributed", "batch-sampler", "batch-sampler-not-distributed"])
+def test_loaders_another_file_shards_by_hand_are_not_prepared_again(tmp_path, data, sampler, refused) -> None:
     """Swin-Transformer's main.py prepares the loaders `build_loader(config)` hands back,
     built in data/build.py with a DistributedSampler (through a wrapper of data/__init__.py):
-    sharded twice, each process read 1/N² of the data, with no finding (reader R1)."""
-    data = SHARDING_DATA.replace("DistributedSampler(data, num_replicas=2, rank=0)", sampler)
+    sharded twice, each process read 1/N² of the data, with no finding (reader R1).
+    lufficc/SSD's make_data_loader hands the sampler to a BatchSampler (wrapped again in an
+    iteration-based one) given as `batch_sampler=`: the same (reader R4)."""
+    data = data.replace("DistributedSampler(data, num_replicas=2, rank=0)", sampler)
     train = textwrap.dedent('''\
         import torch
         from data import build
@@ -3930,3 +3991,43 @@ def test_an_argument_named_opt_is_the_options_not_an_optimizer() -> None:
         return [_name_role(a) for a in cst.parse_expression(source).args]
 
     assert role("f(opt, optim, optimizer, g_optimizer)") == [None, None, "optimizer", "optimizer"]
+
+
+def test_the_set_up_is_prepared_before_a_trainer_that_hands_the_model_back(tmp_path) -> None:
+    """lufficc/SSD: `model = do_train(cfg, model, train_loader, optimizer, ...)` rebinds the
+    model with what training returns; prepare() went after that binding, so the engine
+    trained the unprepared objects (the verifier refused it with a misleading AM953)."""
+    train = textwrap.dedent('''\
+        import torch
+        import engine
+
+
+        def main():
+            data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+            train_loader = torch.utils.data.DataLoader(data, batch_size=8)
+            model = torch.nn.Linear(4, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            model = engine.fit(model, train_loader, optimizer)
+            return model
+
+
+        if __name__ == "__main__":
+            main()
+    ''')
+    fit = textwrap.dedent('''\
+        import torch
+
+
+        def fit(model, loader, optimizer):
+            for x, y in loader:
+                optimizer.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+            return model
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "engine.py": fit})
+    results = _results([root])
+    after = results["train.py"].after
+    assert not any(f.code.startswith("AM95") for r in results.values() for f in r.findings), results
+    assert after.index("accelerator.prepare(model, optimizer, train_loader)") < after.index("model = engine.fit("), after
+    assert "accelerator.backward(" in results["engine.py"].after
