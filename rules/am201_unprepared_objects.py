@@ -36,6 +36,9 @@ class UnpreparedObjects(Rule):
       `get_scheduler(..., num_training_steps=E * len(loader))`): built after `prepare`,
       so `len()` is the per-process length, and not passed to `prepare`; it steps once
       per optimizer step and ends exactly at the end of the run;
+    - sized by the process count already (`milestones = [s // num_gpus for s in steps]`,
+      `total_iters=T / world_size`): the script counts this process's steps itself, so
+      it is not passed to `prepare` (prepared, it would advance N times per step);
     - stepped per epoch (`scheduler.step()` outside the batch loop): not passed to
       `prepare`; epochs are the same on any number of processes;
     - stepped in a method with no loop (`update_learning_rate()`) or by another file:

@@ -56,18 +56,22 @@ class SameNoiseOnEveryProcess(Rule):
         fake = generator(torch.randn(real.size(0), nz))
     ```
 
+    An environment the training loop steps (`envs.step(actions)`: reinforcement learning,
+    where the experience is the data) and that is reset with a seed that does not differ
+    per process (`envs.reset(seed=args.seed)`) is named too: every process plays the same
+    episodes, so N processes compute one process's gradients N times. That one is not
+    fixed: the seeds of `random`, NumPy and the environments' constructors go with it.
+
     ## Known limits
     Only where the migration writes the prepare() itself, in the scope that seeds, and
     the seed is a literal or a name (`args.seed`, `SEED`). Randomness from Python's
-    `random` or NumPy in the loop is not looked at.
+    `random` or NumPy in the loop is not looked at, and an environment is recognised
+    only by a `reset(seed=...)` of what the training loop steps.
     """
 
     code = "AM222"
     name = "same-noise-on-every-process"
-    message = (
-        "`{seed}` seeds every process alike and the training loop draws `{draw}` from it: every process "
-        "draws the same noise; seed the other processes apart after prepare(){note}"
-    )
+    message = "`{seed}` seeds every process alike and the training loop {uses}: {consequence}{note}"
     fix_title = "Seed the other processes apart after prepare()"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -93,6 +97,8 @@ class SameNoiseOnEveryProcess(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
+        if analysis.migrating:
+            self._environments_seeded_alike()
         if not analysis.migrating or analysis.plan is None:
             return
         draw = self._draw_in_training_loop()
@@ -115,7 +121,7 @@ class SameNoiseOnEveryProcess(Rule):
         elif analysis.order(seed.node) > analysis.order(plan.last_in_block):
             why = "the seed is set after the objects are prepared"
         if why is not None:
-            self.report(seed.node, seed=shown, draw=draw, note=f" (left as written: {why})")
+            self.report(seed.node, seed=shown, **_noise(draw), note=f" (left as written: {why})")
             return
         after = plan.last_in_block
         accelerator = analysis.accelerator_at(after) or analysis.accelerator
@@ -124,7 +130,7 @@ class SameNoiseOnEveryProcess(Rule):
         statement = cst.parse_statement(
             f"if not {accelerator}.is_main_process:\n    {torch}({code} + {accelerator}.process_index)\n"
         )
-        self.report(seed.node, edits=[insert_after(after, statement)], seed=shown, draw=draw, note="")
+        self.report(seed.node, edits=[insert_after(after, statement)], seed=shown, **_noise(draw), note="")
 
     def _per_process(self, value: cst.BaseExpression, depth: int = 3) -> bool:
         """The seed already differs per process: it reads the rank, itself or through the
@@ -139,6 +145,38 @@ class SameNoiseOnEveryProcess(Rule):
             b.name in names and b.value is not None and self._per_process(b.value, depth - 1)
             for b in self.analysis.facts.bindings
         )
+
+    def _environments_seeded_alike(self) -> None:
+        """`envs.reset(seed=args.seed)` and `envs.step(actions)` in the loop that trains
+        (cleanrl's DQN and PPO): the experience is the data, and no prepare() shards it.
+        Every process plays the same episodes from the same seed, so N processes compute
+        one process's gradients N times. Named, not fixed: the seeds of `random`, NumPy and
+        the environments' own constructors go with it."""
+        facts = self.analysis.facts
+        training = {id(loop) for c in facts.calls if _is_backward(c.node) for loop in c.loops}
+        stepped = {
+            dotted_name(c.node.func.value) for c in facts.calls
+            if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "step"
+            and any(id(loop) in training for loop in c.loops)
+        }
+        for c in facts.calls:
+            func = c.node.func
+            if not isinstance(func, cst.Attribute) or func.attr.value != "reset" or dotted_name(func.value) not in stepped:
+                continue
+            seed = next((a.value for a in c.node.args if a.keyword is not None and a.keyword.value == "seed"), None)
+            if seed is None or isinstance(seed, cst.Name) and seed.value == "None" or self._per_process(seed):
+                continue
+            env = dotted_name(func.value)
+            self.report(
+                c.node, seed=cst.Module([]).code_for_node(c.node), uses=f"steps `{env}` (`{env}.step(...)`)",
+                consequence=(
+                    "every process plays the same episodes and learns from the same experience, so N processes "
+                    "compute one process's gradients N times; add `accelerator.process_index` to the seeds "
+                    f"(`{env}`, `random`, NumPy, torch) after prepare()"
+                ),
+                note="",
+            )
+            return
 
     def _draw_in_training_loop(self) -> str | None:
         """The first random draw from the global generator in a loop that also runs a backward."""
@@ -155,3 +193,10 @@ class SameNoiseOnEveryProcess(Rule):
 
 def _is_backward(call: cst.Call) -> bool:
     return isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward"
+
+
+def _noise(draw: str) -> dict[str, str]:
+    return {
+        "uses": f"draws `{draw}` from it",
+        "consequence": "every process draws the same noise; seed the other processes apart after prepare()",
+    }
