@@ -384,6 +384,15 @@ class FileWrittenOnEveryProcess(Rule):
             where = savers.get(dotted_name(call.func) or "")
             if where is None or self._main_only(call):
                 continue
+            if self._own_line(call) is None:
+                # its result is used (Bert-Multi-Label's `features = processor.create_features(...)`, a
+                # data cache): every process needs it, so the main process goes first, not alone
+                note = (
+                    f" (left as written: it saves with {where}, and every process uses what it returns; run it "
+                    "under `with accelerator.main_process_first():`, so the others read what the main process wrote)"
+                )
+                self.report(call, call=f"{dotted_name(call.func)}()", path="a file", consequence=_SAME_FILE, note=note)
+                continue
             note = (
                 f" (left as written: it saves with {where}; call it on the main process only, with "
                 "`accelerator.wait_for_everyone()` before the call on every process, not inside the method)"

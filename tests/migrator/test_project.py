@@ -4031,3 +4031,56 @@ def test_the_set_up_is_prepared_before_a_trainer_that_hands_the_model_back(tmp_p
     assert not any(f.code.startswith("AM95") for r in results.values() for f in r.findings), results
     assert after.index("accelerator.prepare(model, optimizer, train_loader)") < after.index("model = engine.fit("), after
     assert "accelerator.backward(" in results["engine.py"].after
+
+
+def test_a_saving_method_whose_result_is_used_runs_on_the_main_process_first(tmp_path) -> None:
+    """Bert-Multi-Label's `features = processor.create_features(...)` caches what it builds
+    with torch.save and returns it: every process needs the result, so "call it on the main
+    process only" left the others without it (reader R2's probe: NameError). The main
+    process goes first instead; a call standing alone keeps the main-process-only advice."""
+    processor = textwrap.dedent('''\
+        import os
+
+        import torch
+
+
+        class Processor:
+            def create_features(self, size, path):
+                if os.path.exists(path):
+                    return torch.load(path)
+                features = torch.randn(size, 4)
+                torch.save(features, path)
+                return features
+
+            def save_vocab(self, path):
+                torch.save({"a": 1}, path)
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from processor import Processor
+
+
+        def main():
+            processor = Processor()
+            features = processor.create_features(64, "cache.pt")
+            processor.save_vocab("vocab.pt")
+            data = torch.utils.data.TensorDataset(features, torch.randn(64, 1))
+            loader = torch.utils.data.DataLoader(data, batch_size=8)
+            model = torch.nn.Linear(4, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                optimizer.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main()
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "processor.py": processor})
+    # processor.py only read, as Bert's pybert/io/bert_processor.py is
+    found = _results([os.path.join(root, "train.py")])["train.py"].findings
+    told = {f.message.split("`")[1]: f.message for f in found if f.code == "AM517"}
+    assert "main_process_first()" in told["processor.create_features()"], told
+    assert "writes a file on every process" in told["processor.create_features()"], told
+    assert "call it on the main process only" in told["processor.save_vocab()"], told
