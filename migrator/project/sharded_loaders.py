@@ -46,36 +46,41 @@ def _calls(files: dict[str, FileIndex], test) -> dict[str, tuple[str, ...]]:
 
 class _Sharding:
     """Which functions of the run hand back, or read, loaders sharded by a DistributedSampler
-    (each answer computed once)."""
+    (each file parsed once, each answer computed once)."""
 
     def __init__(self, sources: dict[str, bytes], files: dict[str, FileIndex]) -> None:
         self.sources, self.files = sources, files
+        self._trees: dict[str, ast.Module | None] = {}
         self._returns: dict[tuple[str, str], bool] = {}
+        self._reads: dict[tuple[str, str], bool] = {}
 
     def returns(self, target: tuple[str, str], depth: int = 0) -> bool:
         if target not in self._returns:
             self._returns[target] = False  # a cycle of delegations shards nothing
-            function = _function(self.sources.get(target[0], b""), target[1])
+            function = self._function(target)
             self._returns[target] = function is not None and (_shards(function) or depth < 3 and any(
                 self.returns(t, depth + 1) for t in _delegates(function, target[0], self.files)
             ))
         return self._returns[target]
 
     def reads(self, target: tuple[str, str]) -> bool:
-        function = _function(self.sources.get(target[0], b""), target[1])
-        f = self.files.get(target[0])
-        if function is None or f is None:
-            return False
-        called = {ast.unparse(n.func) for n in ast.walk(function) if isinstance(n, ast.Call)}
-        return any(c.spelling in called and c.target[0] in self.files and self.returns(c.target) for c in f.calls)
+        if target not in self._reads:
+            function, f = self._function(target), self.files.get(target[0])
+            called = {ast.unparse(n.func) for n in ast.walk(function) if isinstance(n, ast.Call)} if function else set()
+            self._reads[target] = f is not None and any(
+                c.spelling in called and c.target[0] in self.files and self.returns(c.target) for c in f.calls
+            )
+        return self._reads[target]
 
-
-def _function(source: bytes, name: str) -> ast.FunctionDef | None:
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return None
-    return next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    def _function(self, target: tuple[str, str]) -> ast.FunctionDef | None:
+        path, name = target
+        if path not in self._trees:
+            try:
+                self._trees[path] = ast.parse(self.sources.get(path, b""))
+            except (SyntaxError, ValueError):
+                self._trees[path] = None
+        tree = self._trees[path]
+        return next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None) if tree else None
 
 
 def _delegates(function: ast.FunctionDef, path: str, files: dict[str, FileIndex]) -> set[tuple[str, str]]:
