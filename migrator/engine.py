@@ -309,11 +309,33 @@ def migrate_verified(
     if whole:  # left whole: advice on converting it (prepare this, drop that wrap) would contradict the refusal
         return EngineOutcome(module, tuple(_refusal(path, p) for p in whole), code=source)
     lint = migrate_module(module, path, replace(config, fix=False), rules, source=source)
-    kept = tuple(replace(f, fixable=False, unsafe_fix=False) for f in lint.findings)
+    kept = tuple(replace(f, fixable=False, unsafe_fix=False) for f in lint.findings) + _attempted_only(outcome, lint)
     refusals = tuple(_refusal(path, p) for p in [*problems, *_unsafe_to_write(lint)] if p.blocking or p.code in _TRUE_UNWRITTEN)
     # edits beside the training only (a type test, a folder) refused: the training they sit beside is still named
     named = _not_silent(replace(lint, findings=kept), path, source, config.run_callers, _drives(config, source)).findings
     return EngineOutcome(module, named + refusals, code=source)
+
+
+def _attempted_only(attempt: EngineOutcome, lint: EngineOutcome) -> tuple[Finding, ...]:
+    """The fixes of a refused attempt that a lint of the original does not name, as
+    findings: most follow from what the migration prepares (AM205's
+    `accelerator.unwrap_model(q_network).state_dict()` copied into a target network), so
+    the original, which prepares nothing, never raises them, and the hand migration the
+    refusal asks for needs them as much (reader R2, cleanrl's dqn.py: on 2 processes the
+    copy fails on DDP's `module.` keys). Not the Accelerator's own plumbing (AM00x: how
+    it reaches a function is the migration's choice, not the original's problem)."""
+    # a fixed finding's line is mapped back from the pass that made it: an inserted line
+    # above it (the Accelerator) can leave it one off, so a lint finding nearby is the same
+    named = {(f.code, f.message, f.start.line + d) for f in lint.findings for d in range(-2, 3)}
+    found: dict[tuple[str, int], Finding] = {}
+    for finding in attempt.findings:
+        if finding.fixed and not finding.code.startswith("AM00") and (finding.code, finding.message, finding.start.line) not in named:
+            message = finding.message + _BY_HAND
+            found.setdefault((finding.code, finding.start.line), replace(finding, message=message, fixed=False, fixable=False, unsafe_fix=False))
+    return tuple(found.values())
+
+
+_BY_HAND = " (a change the migration made before it was refused: make it too when you migrate by hand)"
 
 
 # A script distributed by another engine (FSDP, DeepSpeed, Horovod, ...) is left whole:

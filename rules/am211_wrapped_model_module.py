@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis import dotted_name
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -19,6 +20,12 @@ class WrappedModelModule(Rule):
     wrapped only on N processes, so `.module` raises `AttributeError` on one;
     `accelerator.unwrap_model(model)` returns the user's model in both cases.
 
+    In a run of several files, a call that hands models to another file's code reading
+    their `.module` (a checkpoint class saving `module.module.state_dict()` of each model
+    it holds, `CheckpointIO(path, data_parallel=True, **nets)`) is named at the call and
+    left as written: the change is in that file. A reader that reads `.module` only under
+    a flag defaulting to False is named only where the call passes the flag.
+
     ## Example
     ```python
     model = nn.DataParallel(model)
@@ -33,12 +40,14 @@ class WrappedModelModule(Rule):
     ## Known limits
     In a script that already has an Accelerator this is AM204's job (prepared-model-module).
     Assignments to `model.module` and code that cannot reach the Accelerator are
-    reported, not changed.
+    reported, not changed. A model this file wraps by hand and hands to such a reader is
+    the verifier's (AM952 refuses the migration that would prepare it); a flag passed by
+    position is not read.
     """
 
     code = "AM211"
     name = "wrapped-model-module"
-    message = "`{name}.module` exists only while the model is wrapped; use `accelerator.unwrap_model({name})`{note}"
+    message = "{subject} exists only while the model is wrapped; {remedy}{note}"
     fix_title = "Use `accelerator.unwrap_model(model)`"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -58,6 +67,7 @@ class WrappedModelModule(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
+        self._read_in_another_file()
         if analysis.patterns is None or analysis.has_accelerator or not analysis.migrating:
             return
         for access in analysis.patterns.distribution.module_accesses:
@@ -70,7 +80,54 @@ class WrappedModelModule(Rule):
             )
             if accelerator is None or stored:
                 why = "it is assigned to" if stored else "the Accelerator cannot be reached from here"
-                self.report(access, name=name, note=f" (left as written: {why})")
+                self.report(access, note=f" (left as written: {why})", **_fields(name))
                 continue
             new = cst.parse_expression(f"{accelerator}.unwrap_model({name})")
-            self.report(access, edits=[replace(access, new.with_changes(lpar=access.lpar, rpar=access.rpar))], name=name, note="")
+            self.report(access, edits=[replace(access, new.with_changes(lpar=access.lpar, rpar=access.rpar))], note="", **_fields(name))
+
+    def _read_in_another_file(self) -> None:
+        """A call handing models to code of another file of the run that reads their
+        `.module` (stargan-v2's `CheckpointIO(path, data_parallel=True, **self.nets)`, whose
+        save reads `module.module.state_dict()` of each): once the hand wraps go and
+        prepare() wraps only on N processes, that read fails on one. Named at the call,
+        left as written (the change is the other file's). A model this file wraps by hand
+        itself is the verifier's (AM952, once the migration would prepare it)."""
+        readers = dict((entry.split("|") + [""])[:2] for entry in self.ctx.config.project_module_readers)
+        if not readers:
+            return
+        wrapped = self._wrapped_here()
+        for fact in self.analysis.facts.calls:
+            spelling = dotted_name(fact.node.func)
+            if spelling not in readers or readers[spelling] and not _passes_true(fact.node, readers[spelling]):
+                continue
+            handed = {dotted_name(a.value) for a in fact.node.args} - {None}
+            if handed & wrapped:
+                continue
+            subject = f"`.module`, which `{spelling}(...)` (another file of the run) reads of the models handed here,"
+            remedy = "read them there through `accelerator.unwrap_model(...)`"
+            note = (
+                " (left as written: the migration removes the hand wraps, and prepare() wraps a model on N processes"
+                " only, so on one that read fails; change it in that file)"
+            )
+            self.report(fact.node, subject=subject, remedy=remedy, note=note)
+
+    def _wrapped_here(self) -> set[str]:
+        """Names this file wraps in DataParallel or DDP by hand (the wrapped and the wrapper)."""
+        patterns = self.analysis.patterns
+        names: set[str] = set()
+        for wrap in patterns.distribution.wraps if patterns is not None else ():
+            names.add(dotted_name(wrap.inner) or "")
+            if isinstance(wrap.statement, cst.Assign):
+                names |= {dotted_name(t.target) or "" for t in wrap.statement.targets}
+        return names - {""}
+
+
+def _passes_true(call: cst.Call, flag: str) -> bool:
+    """`flag=` handed something other than False or None: `CheckpointIO(path, **optims)`
+    leaves `data_parallel=` out and never reads `.module`."""
+    value = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == flag), None)
+    return value is not None and not (isinstance(value, cst.Name) and value.value in ("False", "None"))
+
+
+def _fields(name: str) -> dict[str, str]:
+    return {"subject": f"`{name}.module`", "remedy": f"use `accelerator.unwrap_model({name})`"}

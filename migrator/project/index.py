@@ -50,6 +50,10 @@ class Function:
     makes: tuple[tuple[str, str], ...] = ()
     # a class: the parameters its `__init__` keeps as they are (`self.model_checkpoint = model_checkpoint`)
     kept_params: tuple[tuple[str, str], ...] = ()  # (parameter, "self.attribute")
+    # parameters defaulting to False or None under whose truth alone it reads `.module`
+    # (stargan-v2's `if self.data_parallel: module.module.state_dict()`): a call that
+    # leaves them out never reads it
+    module_flags: tuple[str, ...] = ()
 
 
 @dataclass
@@ -342,10 +346,12 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
             None,
             _collective(node) or any(_collective(base) for base in _bases_here(node, tree)),
             node.name in iterators if init is not None else _returns_one_of(node, iterators),
-            _module_params(node, init, params),
+            _module_params(node, init, params + ((f"**{a.kwarg.arg}",) if a.kwarg else ())),
         )
         if init is not None:
             out[node.name].kept_params = _kept_params(init, params)
+        if out[node.name].module_params:
+            out[node.name].module_flags = _module_flags(node, function, init is not None)
     return out
 
 
@@ -367,19 +373,72 @@ def _kept_params(init: ast.FunctionDef, params: tuple[str, ...]) -> tuple[tuple[
 def _module_params(node: ast.AST, init: ast.FunctionDef | None, params: tuple[str, ...]) -> tuple[str, ...]:
     """The parameters whose `.module` the function reads (`model.module.state_dict()`); for
     a class, those `__init__` keeps on self (`self.model = model`) and a method reads
-    `self.model.module` of (Conv-TasNet's Solver saving `self.model.module.serialize(...)`)."""
+    `self.model.module` of (Conv-TasNet's Solver saving `self.model.module.serialize(...)`),
+    or reads it of each model of a collection kept on self, `**kwargs` included
+    (stargan-v2's `CheckpointIO(path, data_parallel=True, **nets)` saving
+    `module.module.state_dict()` for each of `self.module_dict.items()`)."""
     guarded = _guarded_module_reads(node)
+    items = _collection_items(node)
     reads = {
-        ast.unparse(n.value) for n in ast.walk(node) if isinstance(n, ast.Attribute) and n.attr == "module"
+        items.get(ast.unparse(n.value), ast.unparse(n.value)) for n in ast.walk(node)
+        if isinstance(n, ast.Attribute) and n.attr == "module"
         and isinstance(n.value, (ast.Name, ast.Attribute)) and id(n) not in guarded
     }
     if init is None:
         return tuple(p for p in params if p in reads)
+    names = {p.lstrip("*"): p for p in params}
     kept = {
-        f"self.{t.attr}": s.value.id for s in ast.walk(init) if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name)
+        f"self.{t.attr}": names[s.value.id] for s in ast.walk(init) if isinstance(s, ast.Assign)
+        and isinstance(s.value, ast.Name) and s.value.id in names
         for t in s.targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
     }
-    return tuple(sorted({kept[r] for r in reads if r in kept and kept[r] in params}))
+    return tuple(sorted({kept[r] for r in reads if r in kept}))
+
+
+def _module_flags(node: ast.AST, function: ast.FunctionDef, method: bool) -> tuple[str, ...]:
+    """The parameter defaulting to False or None whose truth every unguarded `.module`
+    read of `node` waits for (`if data_parallel:`, or `if self.data_parallel:` for a
+    class keeping it on self), as a one-element tuple; () when the reads run otherwise."""
+    a = function.args
+    positional = [*a.posonlyargs, *a.args]
+    defaults = dict(zip([p.arg for p in positional][len(positional) - len(a.defaults):], a.defaults))
+    defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+    off = {p for p, d in defaults.items() if isinstance(d, ast.Constant) and not d.value}
+    if method:
+        off = {f"self.{t.attr}": s.value.id for s in ast.walk(function) if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name)
+               and s.value.id in off for t in s.targets if isinstance(t, ast.Attribute) and ast.unparse(t.value) == "self"}
+    else:
+        off = {p: p for p in off}
+    guarded = _guarded_module_reads(node)
+    reads = {id(n) for n in ast.walk(node) if isinstance(n, ast.Attribute) and n.attr == "module" and id(n) not in guarded}
+    flags: set[str] = set()
+    under: set[int] = set()
+    for branch in ast.walk(node):
+        if isinstance(branch, ast.If) and ast.unparse(branch.test) in off:
+            inside = {id(n) for part in branch.body for n in ast.walk(part)} & reads
+            if inside:
+                flags.add(off[ast.unparse(branch.test)])
+                under |= inside
+    return tuple(flags) if reads and under == reads and len(flags) == 1 else ()
+
+
+def _collection_items(node: ast.AST) -> dict[str, str]:
+    """Loop variables that take each value of a collection (`for name, m in
+    self.nets.items()`, `for m in self.nets.values()`, `for m in self.models`): name → the
+    collection, so that `m.module` reads `.module` of what the collection holds."""
+    out = {}
+    for loop in ast.walk(node):
+        if not isinstance(loop, ast.For):
+            continue
+        source, target = loop.iter, loop.target
+        if isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute) and not source.args:
+            if source.func.attr == "items" and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+                source, target = source.func.value, target.elts[1]
+            elif source.func.attr == "values":
+                source = source.func.value
+        if isinstance(target, ast.Name) and isinstance(source, (ast.Name, ast.Attribute)):
+            out[target.id] = ast.unparse(source)
+    return out
 
 
 def _guarded_module_reads(node: ast.AST) -> set[int]:

@@ -15,7 +15,9 @@ from migrator.project.index import FileIndex
 
 def module_reader_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
     """For each file: its calls of other files' functions and classes that read `.module`
-    of a parameter the call hands something for."""
+    of a parameter the call hands something for; `spelling|flag` where the function reads
+    it only when handed a true `flag` (`CheckpointIO|data_parallel`: a call that leaves
+    `data_parallel=` out never reads it)."""
     out = {}
     for path, f in files.items():
         found = set()
@@ -25,8 +27,8 @@ def module_reader_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) 
             if function is None or call.target[0] == path or not function.module_params:
                 continue
             given = {param for param, name in zip(function.params, call.args) if name} | {k for k, name in call.keywords if name}
-            if given & set(function.module_params):
-                found.add(call.spelling)
+            if given & set(function.module_params) or call.has_star and any(p.startswith("**") for p in function.module_params):
+                found.add("|".join((call.spelling, *function.module_flags)))
         if found:
             out[path] = tuple(sorted(found))
     return out

@@ -42,9 +42,10 @@ def _handed_to_module_readers(pair: Pair) -> Iterator[Problem]:
     if not pair.module_readers:
         return
     models = prepared_models(after)
+    flags = dict((entry.split("|") + [""])[:2] for entry in pair.module_readers)
     for call in after.calls:
         spelling = call_name(call)
-        if spelling not in pair.module_readers:
+        if spelling not in flags or flags[spelling] and not _passes_true(call, flags[spelling]):
             continue
         handed = [dotted(a) for a in call.args] + [dotted(k.value) for k in call.keywords]
         model = next((h for h in handed if h in models), None)
@@ -57,6 +58,13 @@ def _handed_to_module_readers(pair: Pair) -> Iterator[Problem]:
                 "`accelerator.unwrap_model(...)` instead of `.module`, then migrate",
             )
             return
+
+
+def _passes_true(call: ast.Call, flag: str) -> bool:
+    """The call hands `flag=` something other than False or None (a reader of `.module`
+    that reads it only then: `CheckpointIO(path, data_parallel=True, **nets)`)."""
+    value = next((k.value for k in call.keywords if k.arg == flag), None)
+    return value is not None and not (isinstance(value, ast.Constant) and not value.value)
 
 
 # Calls that only mention a path (a message), not touch the file.
