@@ -330,12 +330,21 @@ def _attempted_only(attempt: EngineOutcome, lint: EngineOutcome) -> tuple[Findin
     found: dict[tuple[str, int], Finding] = {}
     for finding in attempt.findings:
         if finding.fixed and not finding.code.startswith("AM00") and (finding.code, finding.message, finding.start.line) not in named:
-            message = finding.message + _BY_HAND
+            message = finding.message + _BY_HAND.format(fix=_fix_title(finding.code))
             found.setdefault((finding.code, finding.start.line), replace(finding, message=message, fixed=False, fixable=False, unsafe_fix=False))
     return tuple(found.values())
 
 
-_BY_HAND = " (a change the migration made before it was refused: make it too when you migrate by hand)"
+_BY_HAND = " (a change the refused migration made; make it too when you migrate by hand{fix})"
+
+
+def _fix_title(code: str) -> str:
+    """`: use `accelerator.unwrap_model(model).attr``: what the change is, in the rule's words."""
+    from migrator.registry import all_rules
+
+    rule = next((r for r in all_rules() if r.code == code), None)
+    title = rule.fix_title if rule is not None else None
+    return f": {title[0].lower()}{title[1:]}" if title else ""
 
 
 # A script distributed by another engine (FSDP, DeepSpeed, Horovod, ...) is left whole:

@@ -106,8 +106,9 @@ class WrappedModelModule(Rule):
             subject = f"`.module`, which `{spelling}(...)` (another file of the run) reads of the models handed here,"
             remedy = "read them there through `accelerator.unwrap_model(...)`"
             note = (
-                " (left as written: the migration removes the hand wraps, and prepare() wraps a model on N processes"
-                " only, so on one that read fails; change it in that file)"
+                " (left as written: once the migration removes the hand wraps, the models handed here are plain"
+                " (prepare() wraps one on N processes only, and never one it does not prepare), so that read fails;"
+                " change it in that file, or stop asking it for `.module` here)"
             )
             self.report(fact.node, subject=subject, remedy=remedy, note=note)
 
