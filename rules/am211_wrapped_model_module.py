@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.wrapped import module_reader_flags
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -88,11 +89,11 @@ class WrappedModelModule(Rule):
     def _read_in_another_file(self) -> None:
         """A call handing models to code of another file of the run that reads their
         `.module` (stargan-v2's `CheckpointIO(path, data_parallel=True, **self.nets)`, whose
-        save reads `module.module.state_dict()` of each): once the hand wraps go and
-        prepare() wraps only on N processes, that read fails on one. Named at the call,
+        save reads `module.module.state_dict()` of each): once the hand wraps go, the
+        models are plain (prepare() wraps one on N processes only), and that read fails. Named at the call,
         left as written (the change is the other file's). A model this file wraps by hand
         itself is the verifier's (AM952, once the migration would prepare it)."""
-        readers = dict((entry.split("|") + [""])[:2] for entry in self.ctx.config.project_module_readers)
+        readers = module_reader_flags(self.ctx.config.project_module_readers)
         if not readers:
             return
         wrapped = self._wrapped_here()

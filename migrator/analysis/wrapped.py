@@ -40,6 +40,12 @@ class WrappedUse:
         return self.attribute.attr.value
 
 
+def module_reader_flags(entries) -> dict[str, str]:
+    """Config.project_module_readers (`CheckpointIO|data_parallel`, `Solver`) as call
+    spelling → the flag it must be handed true for the reader to read `.module` ("": none)."""
+    return dict((entry.split("|") + [""])[:2] for entry in entries)
+
+
 def wrapped_uses(analysis: "ScriptAnalysis") -> list[WrappedUse]:
     """Every `model.attr` on a prepared model, in document order: after its prepare() in
     the same function, the module-level prepared model in functions that do not rebind

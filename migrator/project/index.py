@@ -386,13 +386,17 @@ def _module_params(node: ast.AST, init: ast.FunctionDef | None, params: tuple[st
     }
     if init is None:
         return tuple(p for p in params if p in reads)
-    names = {p.lstrip("*"): p for p in params}
-    kept = {
+    kept = _kept_on_self(init, {p.lstrip("*"): p for p in params})
+    return tuple(sorted({kept[r] for r in reads if r in kept}))
+
+
+def _kept_on_self(init: ast.FunctionDef, names: dict[str, str]) -> dict[str, str]:
+    """`self.x` → names[v] for each `self.x = v` of `init` with `v` among `names`."""
+    return {
         f"self.{t.attr}": names[s.value.id] for s in ast.walk(init) if isinstance(s, ast.Assign)
         and isinstance(s.value, ast.Name) and s.value.id in names
         for t in s.targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
     }
-    return tuple(sorted({kept[r] for r in reads if r in kept}))
 
 
 def _module_flags(node: ast.AST, function: ast.FunctionDef, method: bool) -> tuple[str, ...]:
@@ -403,12 +407,9 @@ def _module_flags(node: ast.AST, function: ast.FunctionDef, method: bool) -> tup
     positional = [*a.posonlyargs, *a.args]
     defaults = dict(zip([p.arg for p in positional][len(positional) - len(a.defaults):], a.defaults))
     defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
-    off = {p for p, d in defaults.items() if isinstance(d, ast.Constant) and not d.value}
+    off = {p: p for p, d in defaults.items() if isinstance(d, ast.Constant) and not d.value}
     if method:
-        off = {f"self.{t.attr}": s.value.id for s in ast.walk(function) if isinstance(s, ast.Assign) and isinstance(s.value, ast.Name)
-               and s.value.id in off for t in s.targets if isinstance(t, ast.Attribute) and ast.unparse(t.value) == "self"}
-    else:
-        off = {p: p for p in off}
+        off = _kept_on_self(function, off)
     guarded = _guarded_module_reads(node)
     reads = {id(n) for n in ast.walk(node) if isinstance(n, ast.Attribute) and n.attr == "module" and id(n) not in guarded}
     flags: set[str] = set()

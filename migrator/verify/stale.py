@@ -14,6 +14,7 @@ import re
 from typing import Iterator
 
 from migrator.analysis.reach import CALLERS_STUB
+from migrator.analysis.wrapped import module_reader_flags
 from migrator.verify.pair import Pair, Problem
 from migrator.torch_api import MODULE_API
 from migrator.verify.program import Program, call_name, dotted, last
@@ -42,7 +43,7 @@ def _handed_to_module_readers(pair: Pair) -> Iterator[Problem]:
     if not pair.module_readers:
         return
     models = prepared_models(after)
-    flags = dict((entry.split("|") + [""])[:2] for entry in pair.module_readers)
+    flags = module_reader_flags(pair.module_readers)
     for call in after.calls:
         spelling = call_name(call)
         if spelling not in flags or flags[spelling] and not _passes_true(call, flags[spelling]):
