@@ -27,6 +27,8 @@ class OptimizerFreeTraining(Rule):
     (`self.optims[net] = torch.optim.Adam(...)`, a dict or list of them, stepped through
     `for optim in self.optims.values()`) is left as it is too, and the note names the
     container: the migration prepares objects bound to names, not the entries of a dict.
+    It asks for the loaders the training draws from to be prepared too (built in the file
+    or handed in), unless the file shards or splits its data itself.
 
     ## Why is this bad?
     The migration is built around the optimizer: where it is made is where training is
@@ -142,11 +144,27 @@ class OptimizerFreeTraining(Rule):
                     rest=(
                         ", which the migration does not take apart, so the script is left single-process: prepare "
                         "each model with its optimizer (`net, opt = accelerator.prepare(net, opt)`) and put the "
-                        f"prepared ones back, then use `accelerator.backward(...)`"
+                        f"prepared ones back, then use `accelerator.backward(...)`{self._loaders_too()}"
                     ),
                 )
                 return
 
+
+    def _loaders_too(self) -> str:
+        """The data half of the hand migration: nothing is prepared in a file left as
+        written, so the loaders the training draws from (built here or handed in:
+        stargan-v2's `loaders.src`/`loaders.ref`, reader R1: the same batches on every
+        rank) need prepare() as much, unless the file shards or splits its data itself."""
+        analysis = self.analysis
+        qualified = [c.qualified or "" for c in analysis.facts.calls]
+        if any(q.endswith("DistributedSampler") or q.startswith(_ENVIRONMENTS) for q in qualified):
+            return ""
+        if any(n.attr.value in _SPLITS for n in analysis.nodes("Attribute")):  # type: ignore[attr-defined]
+            return ""
+        return (
+            "; prepare the loaders the training draws from too (built here or handed in), or each process reads "
+            "all of the data, not its share"
+        )
 
     def _note_unsplit_data(self) -> None:
         """Migrated with the model prepared alone: said once, at the first backward, when
@@ -170,6 +188,9 @@ class OptimizerFreeTraining(Rule):
 
 
 _NONE = "without a torch.optim optimizer"
+# What shows a file splitting its data itself, or collecting it from environments of its own.
+_SPLITS = {"process_index", "num_processes", "split_between_processes", "get_rank"}
+_ENVIRONMENTS = ("gym.", "gymnasium.")
 
 
 def _by_hand(model: str, instead: str, data: str) -> str:
