@@ -32,7 +32,8 @@ class DirectoryCreatedOnEveryProcess(Rule):
     would fail when the directory exists. A call of a helper of a file the run only reads
     (the pre-commit hook's neighbours, a package left out of the run) that creates a folder
     that way (`create_dirs([...])`, a class whose `__init__` calls one) is reported where
-    this file calls it, with where the creation is.
+    this file calls it, with where the creation is; where that helper clears the folder
+    with `shutil.rmtree` first, the call is told to run on the main process, then wait.
 
     ## Why is this bad?
     Under `accel-launch` every process runs the script. All of them can find the
@@ -102,7 +103,7 @@ class DirectoryCreatedOnEveryProcess(Rule):
         driving = bool(config.project_drives) and not analysis.accelerator_names
         if not analysis.migrating and not config.run_callers and not entering and not driving:
             return
-        self._helpers_called({spelling: (where, position) for spelling, where, position in config.project_dir_makers})
+        self._helpers_called({spelling: rest for spelling, *rest in config.project_dir_makers})
         for fact in analysis.facts.calls:
             qualified = fact.qualified or ""
             if _path_mkdir(fact.node, qualified):
@@ -135,15 +136,17 @@ class DirectoryCreatedOnEveryProcess(Rule):
                 fix = "pass `exist_ok=True`" if qualified == "os.makedirs" else "use `os.makedirs(..., exist_ok=True)`"
                 self.report(call, note=f" (left as written: {fix} if an existing directory is fine)", **fields)
 
-    def _helpers_called(self, makers: dict[str, tuple[str, int]]) -> None:
+    def _helpers_called(self, makers: dict[str, list]) -> None:
         """`create_dirs([...])` of a file the run only reads, whose `os.makedirs` has no
-        `exist_ok`: named at the call, which this file runs on every process."""
+        `exist_ok`: named at the call, which this file runs on every process. Where the
+        helper clears the folder with `shutil.rmtree` first, `exist_ok=True` would not do:
+        the call belongs on the main process (reader R1, stargan-v2's calculate_metrics)."""
         for fact in self.analysis.facts.calls:
             call = fact.node
             found = makers.get(dotted_name(call.func) or "")
             if found is None or self._skipped(call):
                 continue
-            where, position = found
+            where, position, cleared = found
             positional = [a.value for a in call.args if a.keyword is None and not a.star]
             path = positional[position] if 0 <= position < len(positional) else None
             text = cst.Module([]).code_for_node(path).strip() if path is not None else ""
@@ -157,6 +160,14 @@ class DirectoryCreatedOnEveryProcess(Rule):
                 else f", or make this call under `with {self.analysis.accelerator_at(call)}.main_process_first():`"
             )
             note = f" (left as written: {where} has no `exist_ok=True`, in a file this run only reads; pass it there{then})"
+            if cleared:
+                accelerator = self.analysis.accelerator_at(call) or "accelerator"
+                note = (
+                    f" (left as written: {where} follows a `shutil.rmtree` of the same folder, in a file this run only"
+                    " reads, so one process can also delete the folder another has just made or is filling; make this"
+                    f" call on the main process only, `if {accelerator}.is_main_process:`, then"
+                    f" `{accelerator}.wait_for_everyone()`)"
+                )
             self.report(call, note=note, call=f"{dotted_name(call.func)}()", path=shown)
 
     def _cleared_first(self, call: cst.Call, path: str) -> bool:

@@ -24,16 +24,19 @@ _MAIN_WORDS = ("rank", "main_process", "process_index", "is_master", "is_main")
 
 def dir_maker_calls(
     sources: dict[str, bytes], files: dict[str, FileIndex], read_only: frozenset[str],
-) -> dict[str, tuple[tuple[str, str, int], ...]]:
+) -> dict[str, tuple[tuple[str, str, int, bool], ...]]:
     """For each file the run writes: its calls of functions and classes of files it only
     reads that create a directory on every call, as (spelling, where the creation is,
-    relative to the caller's folder, the position of the argument that is the folder or -1)."""
+    relative to the caller's folder, the position of the argument that is the folder or -1,
+    whether a `shutil.rmtree` of that folder comes first: a fresh folder each call, which
+    `exist_ok=True` would not make safe)."""
     bodies = _bodies(sources, files)
-    racy: dict[tuple[str, str], tuple[str, str, int, int]] = {}  # (file, name) -> (creation, its file, line, position)
+    # (file, name) -> (creation, its file, line, position, cleared first)
+    racy: dict[tuple[str, str], tuple[str, str, int, int, bool]] = {}
     for key, (node, imports) in bodies.items():
         found = _creation(node, imports)
         if found is not None:
-            racy[key] = (found[0], key[0], found[1], _position(node, found[2]))
+            racy[key] = (found[0], key[0], found[1], _position(node, found[2]), _cleared_first(node, found[2], imports))
     for _ in range(3):  # through the run's own calls: Visualizer.__init__ → util.mkdirs → mkdir
         for (path, name), (node, _) in bodies.items():
             if (path, name) in racy:
@@ -43,19 +46,19 @@ def dir_maker_calls(
                 spelling = chain(call.func)
                 target = (path, spelling) if (path, spelling) in bodies else targets.get(spelling or "")
                 if target in racy and target != (path, name):
-                    creation, where, line, position = racy[target]
+                    creation, where, line, position, cleared = racy[target]
                     handed = call.args[position] if 0 <= position < len(call.args) else None
-                    racy[(path, name)] = (creation, where, line, _position(node, handed))
+                    racy[(path, name)] = (creation, where, line, _position(node, handed), cleared)
                     break
-    out: dict[str, set[tuple[str, str, int]]] = {}
+    out: dict[str, set[tuple[str, str, int, bool]]] = {}
     for path, f in files.items():
         if path in read_only:
             continue
         for call in f.calls:
             if call.target in racy and call.target[0] in read_only and call.target[0] != path and not call.main_only:
-                creation, where, line, position = racy[call.target]
+                creation, where, line, position, cleared = racy[call.target]
                 shown = os.path.relpath(where, os.path.dirname(path) or ".").replace(os.sep, "/")
-                out.setdefault(path, set()).add((call.spelling, f"`{creation}` ({shown}:{line})", position))
+                out.setdefault(path, set()).add((call.spelling, f"`{creation}` ({shown}:{line})", position, cleared))
     return {path: tuple(sorted(calls)) for path, calls in out.items()}
 
 
@@ -98,6 +101,18 @@ def _creation(function: ast.AST, imports: dict[str, str]) -> tuple[str, int, ast
             continue
         return f"{qualified}({path if len(path) <= 30 else '...'})", node.lineno, node.args[0]
     return None
+
+
+def _cleared_first(function: ast.AST, folder: ast.expr, imports: dict[str, str]) -> bool:
+    """`shutil.rmtree(folder)` above the creation in the function (stargan-v2's
+    `calculate_metrics`: `shutil.rmtree(path_fake, ignore_errors=True)` then
+    `os.makedirs(path_fake)`)."""
+    text = ast.unparse(folder)
+    return any(
+        isinstance(n, ast.Call) and n.args and qualify(n.func, imports) == "shutil.rmtree"
+        and ast.unparse(n.args[0]) == text and n.lineno <= folder.lineno
+        for n in ast.walk(function)
+    )
 
 
 def guarded_walk(node: ast.AST, guarded: bool):

@@ -2942,6 +2942,46 @@ def test_a_folder_made_by_a_helper_the_run_only_reads_is_named_at_the_call(tmp_p
     assert [line.split(" ")[0] for line in both.stdout.splitlines() if "AM518" in line] == ["utils/util.py:6:9:"], both.stdout
 
 
+def test_a_folder_a_helper_clears_and_makes_again_asks_for_the_main_process(tmp_path) -> None:
+    """stargan-v2's `calculate_metrics` (metrics/eval.py: `shutil.rmtree(path_fake,
+    ignore_errors=True)` then `os.makedirs(path_fake)`): `exist_ok=True` would let one
+    process delete the folder another has just filled, so the call is told to run on the
+    main process, then wait; a helper that only makes the folder still gets `exist_ok`."""
+    metrics = textwrap.dedent('''\
+        import os
+        import shutil
+
+
+        def fresh(path):
+            shutil.rmtree(path, ignore_errors=True)
+            os.makedirs(path)
+
+
+        def plain(path):
+            os.makedirs(path)
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from metrics import fresh, plain
+
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x in torch.randn(8, 2, 4):
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+        fresh("samples")
+        plain("logs")
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "metrics.py": metrics})
+    out = _cli(root, "train.py", "--lint")
+    named = {line.split(":")[1]: line for line in out.stdout.splitlines() if "AM518" in line}
+    assert set(named) == {"10", "11"}, out.stdout + out.stderr
+    assert "follows a `shutil.rmtree` of the same folder" in named["10"] and "is_main_process" in named["10"]
+    assert "wait_for_everyone()" in named["10"] and "pass it there" not in named["10"]
+    assert "pass it there" in named["11"] and "shutil.rmtree" not in named["11"]
+
+
 def test_an_object_keeping_a_log_file_open_is_named_where_every_process_builds_it(tmp_path) -> None:
     """open-reid's `sys.stdout = Logger(path)` (reid/utils/logging.py: `self.file =
     open(fpath, 'w')` in `__init__`): every process truncates the one log and writes into
