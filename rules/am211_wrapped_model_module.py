@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.reach import run_by_other_files
 from migrator.analysis.wrapped import module_reader_flags
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -25,7 +26,9 @@ class WrappedModelModule(Rule):
     their `.module` (a checkpoint class saving `module.module.state_dict()` of each model
     it holds, `CheckpointIO(path, data_parallel=True, **nets)`) is named at the call and
     left as written: the change is in that file. A reader that reads `.module` only under
-    a flag defaulting to False is named only where the call passes the flag.
+    a flag defaulting to False is named only where the call passes the flag. In a file left
+    without an Accelerator whose wrap AM210 asks to remove (code other files of the run
+    call), `model.module` of that wrap is named too: it goes with the wrap.
 
     ## Example
     ```python
@@ -69,6 +72,8 @@ class WrappedModelModule(Rule):
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
         self._read_in_another_file()
+        if analysis.patterns is not None and not analysis.has_accelerator and not analysis.migrating:
+            self._beside_wraps_the_run_calls()
         if analysis.patterns is None or analysis.has_accelerator or not analysis.migrating:
             return
         for access in analysis.patterns.distribution.module_accesses:
@@ -112,6 +117,27 @@ class WrappedModelModule(Rule):
                 " change it in that file, or stop asking it for `.module` here)"
             )
             self.report(fact.node, subject=subject, remedy=remedy, note=note)
+
+    def _beside_wraps_the_run_calls(self) -> None:
+        """stargan-v2's `build_model`: `fan = nn.DataParallel(FAN(...))`, then
+        `fan.get_heatmap = fan.module.get_heatmap`, in code other files of the run call.
+        AM210 asks for that wrap to go; this read fails with it (reader R1), on any
+        process count. Named, left as written, like the wrap."""
+        analysis, config = self.analysis, self.ctx.config
+        facts = analysis.patterns.distribution
+        wraps = {}
+        for wrap in facts.wraps:
+            bound = analysis.parent(wrap.call)  # `fan = nn.DataParallel(...)`, kept or not
+            if isinstance(bound, cst.Assign) and run_by_other_files(analysis, wrap.call, config.run_callers, config.project_unpassed):
+                for target in bound.targets:
+                    wraps[(dotted_name(target.target), analysis.scope_of(wrap.call))] = wrap
+        for access in facts.module_accesses:
+            if isinstance(access, cst.IfExp):
+                continue  # `m.module if hasattr(m, "module") else m`: right without the wrap too
+            name = dotted_name(access.value)  # type: ignore[attr-defined]
+            if (name, analysis.scope_of(access)) in wraps:
+                note = " (left as written: AM210 asks for the wrap of this code other files call to go, and this read goes with it)"
+                self.report(access, subject=f"`{name}.module`", remedy=f"read `{name}` itself once the wrap goes", note=note)
 
     def _wrapped_here(self) -> set[str]:
         """Names this file wraps in DataParallel or DDP by hand (the wrapped and the wrapper)."""

@@ -8,6 +8,7 @@ from migrator.analysis import Role, dotted_name
 from migrator.analysis.reach import DRIVEN_LATER, NO_ACCELERATOR_YET, ONE_PROCESS, run_by_other_files
 from migrator.analysis.random_draws import unique_draw, unseeded_draw
 from migrator.analysis.saving import barrier_anchor, per_process_path
+from migrator.analysis.roles import optimizer_containers
 from migrator.cst import adjacent_runs, wrap_statements
 from migrator.edits import Edit, Fix
 from migrator.rule import Example, FixAvailability, Rule
@@ -87,7 +88,9 @@ class FileWrittenOnEveryProcess(Rule):
     every process goes on using the object, so the caller chooses how to split it. In a file given
     no Accelerator whose code other files of the run call on every process (a helper
     module, a base class's method appending to the run's log), its own writes are reported
-    and left as they are.
+    and left as they are. In a file AM912 leaves single-process (its optimizers kept in a
+    container), a checkpoint method of the run's objects it calls (`ckptio.save(step)`
+    for each of `self.ckptios`) is still named: the hand migration needs it gated.
 
     ## Why is this bad?
     Under `accel-launch` every process runs the script, so N processes truncate and
@@ -168,6 +171,8 @@ class FileWrittenOnEveryProcess(Rule):
             self._in_code_run_elsewhere()
         self._kept_open_files(analysis.migrating or driving)
         if not analysis.migrating and not (entered and (helpers or savers)):
+            if optimizer_containers(analysis.facts, analysis.parent):
+                self._checkpoint_methods(savers)  # left single-process by AM912: the hand migration needs them too
             return
         self._checkpoint_methods(savers)
         gated: list[tuple[cst.Call, cst.BaseStatement, dict]] = []
