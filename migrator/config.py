@@ -54,6 +54,7 @@ class Config:
     project_stepped: tuple[str, ...] = ()  # schedulers those functions step per batch
     project_loaders: tuple[tuple[str, tuple[int, ...]], ...] = ()  # calls returning DataLoaders: positions (-1: the value)
     project_module_readers: tuple[str, ...] = ()  # calls of other files' code reading `.module` of a model handed to it (project/module_readers.py)
+    project_sharded_params: tuple[str, ...] = ()  # own parameters callers hand a loader a builder of the run shards (project/sharded_loaders.py)
     project_sharded_loaders: tuple[str, ...] = ()  # calls of other files' functions returning loaders a DistributedSampler shards (project/sharded_loaders.py)
     project_sharding_readers: tuple[str, ...] = ()  # calls of other files' functions reading loaders they build so sharded (same)
     project_iterators: tuple[str, ...] = ()  # own parameters callers hand a batch iterator that is no DataLoader (project/iterators.py)

@@ -108,6 +108,7 @@ def _run_rules(
         meter_calls=frozenset(config.project_meters), called_elsewhere=frozenset(config.project_called),
         iterators=frozenset(config.project_iterators),
         training_calls=frozenset(config.project_calls) | frozenset(config.project_refused) | _handed_training(config),
+        sharded_calls=frozenset(config.project_sharded_loaders),
     )
     ctx = RuleContext(config, path)
     _dispatch(analysis, [rule(analysis, ctx) for rule in rules])
@@ -297,7 +298,7 @@ def migrate_verified(
         source, outcome.code, frozenset(config.project_entered), frozenset(config.project_placing), unthreaded,
         frozenset(config.project_refused), frozenset(config.project_module_readers),
         frozenset(spelling for spelling, kind, *_ in config.project_distribution if kind == "wraps_model"),
-        frozenset(config.project_sharded_loaders),
+        frozenset(config.project_sharded_loaders), frozenset(config.project_sharded_params),
     )
     unsafe = any(f.code in _UNSAFE_TO_WRITE for f in outcome.findings)
     if not unsafe and not any(p.blocking for p in problems):

@@ -45,7 +45,10 @@ class UnpreparedObjects(Rule):
       not passed to `prepare`, and the finding says how often it steps is decided where
       that is called.
 
-    The finding names each scheduler (or loader) left out of `prepare` and why.
+    The finding names each scheduler (or loader) left out of `prepare` and why. A loader
+    another file's builder hands back sharded with a DistributedSampler (lufficc/SSD's
+    `make_data_loader(cfg, distributed=...)`) is left out too: each process reads its
+    share already, and prepared it would read 1/N² of the data.
 
     ## Example
     ```python

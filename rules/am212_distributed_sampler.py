@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis import dotted_name
 from migrator.analysis.distributed import sampler_arg_edit
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -41,10 +42,10 @@ class DistributedSampler(Rule):
         ...
     ```
 
-    In a run of several files, a call of another file's function that hands back loaders
-    it builds with a DistributedSampler (`build_loader(config)`) is named: prepared here,
-    they would be sharded twice, so the file is left as written until the sampler goes
-    there.
+    In a run of several files, a loader another file's function hands back built with a
+    DistributedSampler (`build_loader(config)`) is kept out of prepare() (AM201 says so);
+    where the file prepares it anyway, the call is named: it would be sharded twice, so
+    the file is left as written until the sampler goes there or the prepare() does.
 
     ## Known limits
     A sampler used in other ways (`len(sampler)`, passed to a function) is reported,
@@ -116,9 +117,14 @@ class DistributedSampler(Rule):
             self.report(statement, edits=facts.removal(statement), name="DistributedSampler", note=note)
 
     def _sharded_elsewhere(self) -> None:
+        """A loader another file's builder shards, prepared here too (the migration keeps
+        such a loader out of prepare(): analysis/plan.py, SHARDED)."""
         sharded = set(self.ctx.config.project_sharded_loaders)
+        prepared = self.analysis.prepared
         for c in self.analysis.facts.calls if sharded else ():
-            if c.func in sharded:
+            bound = self.analysis.parent(c.node)
+            names = {dotted_name(t.target) for t in bound.targets} if isinstance(bound, cst.Assign) else set()
+            if c.func in sharded and names & prepared:
                 note = (
                     f" again: `{c.func}(...)` hands back loaders another file of the project builds with a "
                     "DistributedSampler, so each process would read 1/N² of the data (left as written: build them "

@@ -231,7 +231,7 @@ def analyze(
     distribution_helpers: dict[str, list] | None = None, unthreaded_calls: frozenset[str] = frozenset(),
     argument_roles: dict[str, dict[str, str]] | None = None, meter_calls: frozenset[str] = frozenset(),
     called_elsewhere: frozenset[str] = frozenset(), iterators: frozenset[str] = frozenset(),
-    training_calls: frozenset[str] = frozenset(),
+    training_calls: frozenset[str] = frozenset(), sharded_calls: frozenset[str] = frozenset(),
 ) -> ScriptAnalysis:
     """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy).
     `batch_stepped`: schedulers handed to a function of another file of the run that steps
@@ -247,7 +247,8 @@ def analyze(
     `iterators`: parameters callers hand a batch iterator that is no DataLoader (never prepared);
     `training_calls`: calls of other files' training functions (threaded, refused or handed an
     optimizer and a loader): one handed an optimizer and a loader here trains, so the objects
-    are prepared before it."""
+    are prepared before it; `sharded_calls`: calls of other files' functions returning loaders
+    a DistributedSampler shards already (kept out of prepare())."""
     module = wrapper.module
     tables = node_tables(module)
     parents, by_type = tables.parents, tables.by_type
@@ -275,7 +276,7 @@ def analyze(
         isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value.startswith("prepare") for c in facts.calls
     )
     if block is not None and not prepare_calls and unprepared:
-        plan = make_plan(facts, roles, block, first_use, lens, parent, batch_stepped, unthreaded_calls)
+        plan = make_plan(facts, roles, block, first_use, lens, parent, batch_stepped, unthreaded_calls, sharded_calls)
     prepared = {t for p in prepare_calls for t in p.targets if t} | (plan.names if plan else set())
     facts.whole_loaders = loaders_fed_whole(facts, roles, prepare_calls, plan, parent, called_elsewhere)
     dev_vars = device_variables(facts)

@@ -200,11 +200,12 @@ def make_plan(
     lens: list[LenUse],
     parent: Callable,
     batch_stepped: frozenset[str] = frozenset(),
-    unthreaded_calls: frozenset[str] = frozenset(),
+    unthreaded_calls: frozenset[str] = frozenset(), sharded_calls: frozenset[str] = frozenset(),
 ) -> PreparePlan | None:
     """Choose what to prepare and where; None when there is nothing to prepare.
     `batch_stepped`: schedulers another file of the run steps per batch;
-    `unthreaded_calls`: functions of other files of the run that get no Accelerator."""
+    `unthreaded_calls`: functions of other files of the run that get no Accelerator;
+    `sharded_calls`: functions of other files returning loaders a DistributedSampler shards."""
     loaders = set(roles.names(Role.DATALOADER))
     values = {b.name: b.value for b in facts.bindings if b.scope is block.scope and b.value is not None}
     for name, defs in facts.functions.items():  # `def schedule(step): ... total_steps ...`
@@ -246,6 +247,9 @@ def make_plan(
             continue
         if cand.role is Role.MODEL and cand.binding is None and cand.name not in owners:
             continue  # a model parameter is prepared only when an optimizer here updates it
+        if cand.role is Role.DATALOADER and (builder := _sharded_by(cand, sharded_calls)):
+            left_out.append((cand.name, SHARDED.format(call=builder)))
+            continue
         if cand.role is Role.DATALOADER and unthreaded_calls:
             readers = _only_read_by(facts, cand.name, block.scope, reading_calls, parent)
             if readers:
@@ -398,6 +402,19 @@ def _only_read_by(facts: Facts, name: str, scope, calls: frozenset[str], parent:
     return ", ".join(dict.fromkeys(readers)) or None
 
 
+def _sharded_by(cand: _Candidate, sharded_calls: frozenset[str]) -> str | None:
+    """The call of another file's loader builder that binds `cand`, when that builder
+    shards with a DistributedSampler already (lufficc/SSD's `make_data_loader(cfg,
+    distributed=args.distributed, max_iter=...)`): prepared, it would be sharded again."""
+    value = cand.binding.value if cand.binding is not None else None
+    name = dotted_name(value.func) if isinstance(value, cst.Call) else None
+    return name if name in sharded_calls else None
+
+
+SHARDED = (
+    "built by `{call}(...)` with a DistributedSampler already: each process reads its own share, "
+    "and prepared it would be sharded again"
+)
 PER_PROCESS = (
     "sized by the process count already ({how}): it counts this process's steps, and prepared it would advance "
     "once per process on each step"

@@ -31,6 +31,39 @@ def sharding_reader_calls(sources: dict[str, bytes], files: dict[str, FileIndex]
     return _calls(files, _Sharding(sources, files).reads)
 
 
+def sharded_params(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
+    """For each file: the parameters of its functions that a caller in another file hands
+    a loader such a builder made (lufficc/SSD's `do_train(cfg, model, train_loader, ...)`
+    after `train_loader = make_data_loader(...)`): this process's share already, kept out
+    of prepare() (analysis/plan.py: SHARDED), so a loop over it reads no whole data set."""
+    builders = sharded_loader_calls(sources, files)
+    out: dict[str, set[str]] = {}
+    for path, spellings in builders.items():
+        try:
+            tree = ast.parse(sources.get(path, b""))
+        except (SyntaxError, ValueError):
+            continue
+        values: dict[str, list[str | None]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                called = ast.unparse(node.value.func) if isinstance(node.value, ast.Call) else None
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        values.setdefault(target.id, []).append(called)
+        bound = {name for name, called in values.items() if all(c in spellings for c in called)}
+        targets = {c.spelling: c.target for c in files[path].calls if c.target[0] != path and c.target[0] in files}
+        for node in ast.walk(tree):
+            target = targets.get(ast.unparse(node.func)) if isinstance(node, ast.Call) else None
+            function = files[target[0]].functions.get(target[1]) if target else None
+            if function is None:
+                continue
+            given = list(zip(function.params, node.args)) + [(k.arg, k.value) for k in node.keywords if k.arg]
+            found = {param for param, expr in given if isinstance(expr, ast.Name) and expr.id in bound}
+            if found:
+                out.setdefault(target[0], set()).update(found)
+    return {path: tuple(sorted(names)) for path, names in out.items()}
+
+
 def _calls(files: dict[str, FileIndex], test) -> dict[str, tuple[str, ...]]:
     out = {}
     for path, f in files.items():

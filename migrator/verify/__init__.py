@@ -26,7 +26,7 @@ def verify(
     before: str, after: str, called_elsewhere: frozenset[str] = frozenset(), placing: frozenset[str] = frozenset(),
     called_unthreaded: frozenset[str] = frozenset(), refused_trainers: frozenset[str] = frozenset(),
     module_readers: frozenset[str] = frozenset(), model_wrappers: frozenset[str] = frozenset(),
-    sharded_loaders: frozenset[str] = frozenset(),
+    sharded_loaders: frozenset[str] = frozenset(), sharded_params: frozenset[str] = frozenset(),
 ) -> list[Problem]:
     """The reasons `after` is not a coherent migration of `before` (no blocking one:
     write it, with the non-blocking ones as findings). `called_elsewhere`: names of this
@@ -36,10 +36,11 @@ def verify(
     training functions whose own migration was left as written; `module_readers`: calls of
     other files' code that reads `.module` of a model it is handed; `model_wrappers`: calls
     of other files' helpers that wrap the model they are handed; `sharded_loaders`: calls of
-    other files' functions returning loaders a DistributedSampler shards (Pair)."""
+    other files' functions returning loaders a DistributedSampler shards; `sharded_params`:
+    parameters of this file's functions that callers hand such a loader (Pair)."""
     pair = Pair.of(
         before, after, called_elsewhere, placing, called_unthreaded, refused_trainers, module_readers, model_wrappers,
-        sharded_loaders,
+        sharded_loaders, sharded_params,
     )
     if pair is None:  # LibCST accepted what ast rejects (or the reverse): nothing to say
         return []

@@ -49,6 +49,9 @@ class Pair:
     # calls of other files' functions returning loaders they shard with a DistributedSampler
     # (project/sharded_loaders.py: Config.project_sharded_loaders)
     sharded_loaders: frozenset[str] = frozenset()
+    # parameters of this file's functions that callers in other files hand such a loader
+    # (project/sharded_loaders.py: Config.project_sharded_params)
+    sharded_params: frozenset[str] = frozenset()
 
     @classmethod
     def of(
@@ -56,13 +59,14 @@ class Pair:
         placing: frozenset[str] = frozenset(), called_unthreaded: frozenset[str] = frozenset(),
         refused_trainers: frozenset[str] = frozenset(), module_readers: frozenset[str] = frozenset(),
         model_wrappers: frozenset[str] = frozenset(), sharded_loaders: frozenset[str] = frozenset(),
+        sharded_params: frozenset[str] = frozenset(),
     ) -> "Pair | None":
         before, after = Program.parse(before_text), Program.parse(after_text)
         if before is None or after is None:
             return None
         return cls(
             before_text, after_text, before, after, called_elsewhere, placing, called_unthreaded, refused_trainers, module_readers,
-            model_wrappers, sharded_loaders,
+            model_wrappers, sharded_loaders, sharded_params,
         )
 
     @functools.cached_property

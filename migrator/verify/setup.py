@@ -114,7 +114,8 @@ def _training_elsewhere_unsharded(pair: Pair) -> Iterator[Problem]:
     prepare = program.prepares[0]
     models = {a for p in program.prepares for a in p.args if a and program.kind_of(a) == "other"}
     optimizers = {a for p in program.prepares for a in p.args if a and program.kind_of(a) == "optimizer"}
-    if not any(_hands_over(call, models, optimizers) for call in program.nodes if isinstance(call, ast.Call)):
+    handing = [call for call in program.nodes if isinstance(call, ast.Call) and _hands_over(call, models, optimizers)]
+    if not handing or any(_hands_sharded_loader(pair, call) for call in handing):
         return
     yield pair.at_after(
         CODE, prepare.call,
@@ -124,6 +125,25 @@ def _training_elsewhere_unsharded(pair: Pair) -> Iterator[Problem]:
         "every process would train on all of it; prepare the training loader with the model in this "
         "file and hand on the prepared one, migrating the training code with it",
     )
+
+
+def _hands_sharded_loader(pair: Pair, call: ast.Call) -> bool:
+    """`do_train(cfg, model, train_loader, optimizer, ...)` where `train_loader` comes from
+    another file's builder that shards it with a DistributedSampler (lufficc/SSD's
+    `make_data_loader(...)`): the code it is handed to reads this process's share."""
+    handed = {a.id for a in call.args if isinstance(a, ast.Name)} | {k.value.id for k in call.keywords if isinstance(k.value, ast.Name)}
+    return bool(handed & _sharded_names(pair))
+
+
+def _sharded_names(pair: Pair) -> set[str]:
+    """Names bound to a call of another file's builder of loaders it shards with a
+    DistributedSampler (`train_loader = make_data_loader(...)`): kept out of prepare()."""
+    if not pair.sharded_loaders:
+        return set()
+    return {
+        t.id for n in pair.after.nodes if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+        and call_name(n.value) in pair.sharded_loaders for t in n.targets if isinstance(t, ast.Name)
+    }
 
 
 def _prepared_and_dropped(pair: Pair) -> Iterator[Problem]:
@@ -377,12 +397,22 @@ def _training_loaders(pair: Pair) -> Iterator[Problem]:
             continue
         if not program.is_loader(name) and not _named_as_loader(program, name):
             continue
-        if not _prepared_here(program, name, loop):
+        if not _prepared_here(program, name, loop) and not _handed_sharded(pair, name, loop):
             yield pair.at_after(
                 CODE, loop.iter,
                 f"left as written: the training loop draws from `{name}`, which would not be "
                 "prepared, so every process would read the whole data set; prepare it with the model",
             )
+
+
+def _handed_sharded(pair: Pair, name: str, loop: ast.AST) -> bool:
+    """`name` comes from another file's builder that shards it already: bound here to
+    its call, or a parameter of the loop's function that callers in other files hand such
+    a loader (lufficc/SSD's `do_train(..., data_loader, ...)`): this process's share,
+    kept out of prepare()."""
+    function = pair.after.scope_of.get(loop)
+    params = {a.arg for a in getattr(getattr(function, "args", None), "args", [])}
+    return name in params and name in pair.sharded_params or name in _sharded_names(pair)
 
 
 def _drawn_from_a_container(pair: Pair, loop: ast.For | ast.AsyncFor) -> Iterator[Problem]:

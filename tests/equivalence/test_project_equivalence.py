@@ -237,3 +237,32 @@ def test_helper_distributed_project_trains_like_the_original(helpers_project) ->
     assert [s.loss for s in run.ranks[0]] == pytest.approx([s.loss for s in reference.steps], abs=1e-5)
     assert not run.ranks.get(1)  # the other process stays quiet, as the helpers made it
     assert _ACCURACY.findall(run.output) == _ACCURACY.findall(reference.output)
+
+
+SHARDED = Path(__file__).resolve().parents[2] / "fixtures" / "project-loader-sharded-by-its-builder" / "input"
+
+
+@pytest.fixture(scope="module")
+def sharded_project(tmp_path_factory) -> tuple[Path, Path]:
+    files = {p.name: p.read_text() for p in SHARDED.glob("*.py")}
+    base = tmp_path_factory.mktemp("sharded")
+    original, migrated = _write(base / "original", files), _write(base / "migrated", files)
+    results = {Path(r.path).name: r for r in migrate_paths([str(migrated)], Config(), write=True)}
+    assert "model, optimizer = accelerator.prepare(model, optimizer)" in results["train.py"].after
+    return original, migrated
+
+
+def test_a_loader_its_builder_shards_trains_like_the_original_at_twice_the_batch(sharded_project) -> None:
+    """lufficc/SSD's shape: the loader comes sharded by a DistributedSampler from another
+    file's builder and stays out of prepare(). 1 process: the same losses; 2 processes at B:
+    the mean local loss is the original's at 2B, step by step (sharded once, not 1/N²)."""
+    original, migrated = sharded_project
+    before = runner.run(runner.python_cmd(original / "train.py", ["8"]), original, 180).check()
+    after = runner.run(runner.python_cmd(migrated / "train.py", ["8"]), migrated, 180).check()
+    assert [s.loss for s in after.steps] == pytest.approx([s.loss for s in before.steps], abs=1e-6)
+    path = migrated / "engine.py"  # every rank prints its local loss
+    path.write_text(re.sub(r"\baccelerator\.print\(", "print(", path.read_text()))
+    reference = runner.run(runner.python_cmd(original / "train.py", ["16"]), original, 180).check()
+    run = runner.run(runner.accel_launch_cmd(migrated / "train.py", ["8"], 2), migrated, 300, env=runner.TEE_ENV).check()
+    means = [(a.loss + b.loss) / 2 for a, b in zip(run.ranks[0], run.ranks[1], strict=True)]
+    assert means == pytest.approx([s.loss for s in reference.steps], abs=1e-5)
