@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
-from migrator.analysis.reach import run_by_other_files
+from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
 from migrator.analysis.wrapped import module_reader_flags
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -135,9 +135,21 @@ class WrappedModelModule(Rule):
             if isinstance(access, cst.IfExp):
                 continue  # `m.module if hasattr(m, "module") else m`: right without the wrap too
             name = dotted_name(access.value)  # type: ignore[attr-defined]
-            if (name, analysis.scope_of(access)) in wraps:
-                note = " (left as written: AM210 asks for the wrap of this code other files call to go, and this read goes with it)"
+            if (name, analysis.scope_of(access)) in wraps and not self._under_wrapper_test(access):
+                note = f" ({RUN_CALLS_IT}; AM210 asks for its wrap to go, and this read goes with it)"
                 self.report(access, subject=f"`{name}.module`", remedy=f"read `{name}` itself once the wrap goes", note=note)
+
+    def _under_wrapper_test(self, node: cst.CSTNode) -> bool:
+        """Under `if isinstance(model, nn.DataParallel):` or `if hasattr(model, "module"):`
+        (yassouali's base_trainer): without the wrap that branch is not taken."""
+        current = self.analysis.parent(node)
+        while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+            if isinstance(current, cst.If):
+                test = cst.Module([]).code_for_node(current.test)
+                if "DataParallel" in test or "'module'" in test or '"module"' in test:
+                    return True
+            current = self.analysis.parent(current)
+        return False
 
     def _wrapped_here(self) -> set[str]:
         """Names this file wraps in DataParallel or DDP by hand (the wrapped and the wrapper)."""
