@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis import Role
 from migrator.analysis.unreached import unreached_functions
 from migrator.rule import Example, Rule
 
@@ -15,7 +16,11 @@ class TrainingFunctionWithoutAccelerator(Rule):
     optimizer or the dataloader as parameters and calls `loss.backward()`,
     `clip_grad_norm_`/`clip_grad_value_` or `optimizer.step()`, or collects evaluation
     outputs (`fin_outputs.extend(outputs.cpu().numpy().tolist())`) from a loader it is
-    given. Each finding names the call and what it becomes. Nothing is changed.
+    given. Each finding names the call and what it becomes, and what the caller prepares
+    and hands in; a scheduler it is handed is named apart (the caller's AM201 decides
+    whether it is prepared: one sized per process or stepped per epoch is not), and a
+    loader the callers build sharded by another file's builder is left out. Nothing is
+    changed.
 
     ## Why is this bad?
     Once the caller prepares the model, the optimizer and the loaders, this code runs on
@@ -89,7 +94,14 @@ class TrainingFunctionWithoutAccelerator(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         sharded = set(self.ctx.config.project_sharded_params)  # handed a loader sharded already: not prepared
+        roles = self.analysis.roles
         for unreached in unreached_functions(self.analysis):
-            inputs = ", ".join(f"`{name}`" for name in unreached.inputs if name not in sharded)
+            handed = [name for name in unreached.inputs if name not in sharded]
+            # a parameter stepped beside the optimizer gets no role of its own: its name tells
+            schedulers = [name for name in handed if roles.of(name) is Role.SCHEDULER or "sched" in name.lower()]
+            inputs = ", ".join(f"`{name}`" for name in handed if name not in schedulers)
+            if schedulers:  # prepared or not by how it is stepped and sized (lufficc/SSD's milestones // num_gpus: not)
+                shown = ", ".join(f"`{name}`" for name in schedulers)
+                inputs += f" (and hands it {shown}, prepared only where the caller's AM201 prepares it)"
             for need in unreached.needs:
                 self.report(need.node, function=unreached.name, what=need.what, instead=need.instead, inputs=inputs)
