@@ -378,7 +378,7 @@ def _module_params(node: ast.AST, init: ast.FunctionDef | None, params: tuple[st
     (stargan-v2's `CheckpointIO(path, data_parallel=True, **nets)` saving
     `module.module.state_dict()` for each of `self.module_dict.items()`)."""
     guarded = _guarded_module_reads(node)
-    items = _collection_items(node)
+    items = collection_items(node)
     reads = {
         items.get(ast.unparse(n.value), ast.unparse(n.value)) for n in ast.walk(node)
         if isinstance(n, ast.Attribute) and n.attr == "module"
@@ -423,7 +423,7 @@ def _module_flags(node: ast.AST, function: ast.FunctionDef, method: bool) -> tup
     return tuple(flags) if reads and under == reads and len(flags) == 1 else ()
 
 
-def _collection_items(node: ast.AST) -> dict[str, str]:
+def collection_items(node: ast.AST) -> dict[str, str]:
     """Loop variables that take each value of a collection (`for name, m in
     self.nets.items()`, `for m in self.nets.values()`, `for m in self.models`): name → the
     collection, so that `m.module` reads `.module` of what the collection holds."""
