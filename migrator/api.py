@@ -195,7 +195,8 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     (project/downloads.py: `project_downloads`), and its calls of another file's functions
     that only write a file (project/writers.py: `project_writers`), and its calls of the
     helpers of files the run only reads that create a folder every process may race for
-    (project/dir_makers.py: `project_dir_makers`), and its calls of the methods of the run's
+    (project/dir_makers.py: `project_dir_makers`) or write files among other work
+    (project/output_writers.py: `project_output_writers`), and its calls of the methods of the run's
     model objects that torch.save (project/savers.py: `project_savers`), and of the classes whose
     objects keep a file open for writing (project/open_files.py: `project_file_keepers`), and the
     optional parameters no call of the run passes (project/unpassed.py: `project_unpassed`), and its calls
@@ -223,6 +224,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_evaluations": (b"import",), "project_placing": (b"import",), "project_loaders": (b"DataLoader",), "project_drives": (b"import",),
         "project_iterators": (b"__next__", b"__iter__", b"batch"), "project_module_readers": (b".module",),
         "project_sharded_loaders": (b"DistributedSampler",), "project_sharded_params": (b"DistributedSampler",), "project_sharding_readers": (b"DistributedSampler",), "project_dir_makers": (b"mkdir", b"makedirs"),
+        "project_output_writers": (b"save", b"open("),
         "project_savers": (b".save(",), "project_file_keepers": (b"open(",), "project_unpassed": (b"=None", b"= None"), "project_splits": (b"shuffle", b"perm", b"sample"), "project_freezers": (b"requires_grad",),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
@@ -261,7 +263,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     # never makes a helper of the run the place of a new Accelerator
     own = {p: replace(f, calls=[]) if p in read_only else f for p, f in files.items()}
     views = {"project_called": callers, "project_bases": callers, "project_entered": own, "project_enters": own}
-    found = {f: readers[f](sources, views.get(f, files)) for f in wanted if f not in ("project_roles", "project_dir_makers")}
+    found = {f: readers[f](sources, views.get(f, files)) for f in wanted if f not in ("project_roles", "project_dir_makers", "project_output_writers")}
     if "project_drives" in found:  # whether the driven file is one the run writes, or one it only reads
         found["project_drives"] = {
             path: tuple((*d, d[3] not in read_only) for d in drives) for path, drives in found["project_drives"].items()
@@ -272,6 +274,8 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         wanted.append("project_installed")
     if "project_dir_makers" in wanted:  # helpers of files the run only reads
         found["project_dir_makers"] = project.dir_maker_calls(sources, files, read_only)
+    if "project_output_writers" in wanted:  # helpers of files the run only reads
+        found["project_output_writers"] = project.output_writer_calls(sources, files, read_only)
     if "project_writers" in wanted:  # helpers only the run's own files call: their callers gate them
         found["project_gated_writers"] = project.writers_callers_gate(sources, files, read_only)
         wanted.append("project_gated_writers")

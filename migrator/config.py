@@ -72,6 +72,7 @@ class Config:
     project_called: tuple[str, ...] = ()  # own top-level names other files of the run call at all (project/entries.py)
     project_called_any: tuple[str, ...] = ()  # the same, counting files around the run too (a required parameter breaks them)
     project_dir_makers: tuple[tuple[str, str, int, bool], ...] = ()  # calls of helpers of files the run only reads that create a folder racily: (spelling, where, position of the path or -1, cleared by shutil.rmtree first) (project/dir_makers.py)
+    project_output_writers: tuple[tuple[str, str], ...] = ()  # calls of helpers of files the run only reads that write files among other work: (spelling, where the write is) (project/output_writers.py)
     project_savers: tuple[tuple[str, str, str], ...] = ()  # calls of methods of the run's model objects that torch.save on every call: (spelling, where, the call that made the object) (project/savers.py)
     project_file_keepers: tuple[tuple[str, int, str], ...] = ()  # calls of other files' classes keeping a file open for writing: (spelling, path position or -1, where) (project/open_files.py)
     project_unpassed: tuple[str, ...] = ()  # `function.parameter`: optional parameters no call of the run passes (project/unpassed.py)

@@ -90,7 +90,11 @@ class FileWrittenOnEveryProcess(Rule):
     module, a base class's method appending to the run's log), its own writes are reported
     and left as they are. In a file AM912 leaves single-process (its optimizers kept in a
     container), a checkpoint method of the run's objects it calls (`ckptio.save(step)`
-    for each of `self.ckptios`) is still named: the hand migration needs it gated.
+    for each of `self.ckptios`) is still named: the hand migration needs it gated. So is a
+    call of a helper of a file the run only reads that writes files among other work
+    (stargan-v2's `utils.debug_image(nets, args, inputs, step)`, running the networks and
+    saving sample grids; migrator/project/output_writers.py): left as written, since only
+    the caller knows whether the rest may run on the main process alone.
 
     ## Why is this bad?
     Under `accel-launch` every process runs the script, so N processes truncate and
@@ -170,11 +174,16 @@ class FileWrittenOnEveryProcess(Rule):
         if not analysis.migrating and not driving and not analysis.accelerator_names and self.ctx.config.run_callers:
             self._in_code_run_elsewhere()
         self._kept_open_files(analysis.migrating or driving)
+        outputs = dict(self.ctx.config.project_output_writers)
         if not analysis.migrating and not (entered and (helpers or savers)):
-            if optimizer_containers(analysis.facts, analysis.parent):
+            held = optimizer_containers(analysis.facts, analysis.parent)
+            if held:
                 self._checkpoint_methods(savers)  # left single-process by AM912: the hand migration needs them too
+            if held or entered or (self.ctx.config.run_callers and not analysis.accelerator_names):
+                self._output_helpers(outputs)
             return
         self._checkpoint_methods(savers)
+        self._output_helpers(outputs)
         gated: list[tuple[cst.Call, cst.BaseStatement, dict]] = []
         self._model_arguments: set[int] = set()
         # a launched script driving a model object writes its own files on every process too
@@ -403,6 +412,26 @@ class FileWrittenOnEveryProcess(Rule):
                 "`accelerator.wait_for_everyone()` before the call on every process, not inside the method)"
             )
             self.report(call, call=f"{dotted_name(call.func)}()", path="a checkpoint", consequence=_SAME_FILE, note=note)
+
+    def _output_helpers(self, outputs: dict[str, str]) -> None:
+        """`utils.debug_image(nets_ema, args, inputs, step)` of a file the run only reads,
+        which runs the networks and saves sample grids (project/output_writers.py): named,
+        left as written (the helper does more than write; only the caller knows whether
+        the rest may run on the main process alone)."""
+        if not outputs:
+            return
+        for fact in self.analysis.facts.calls:
+            call = fact.node
+            where = outputs.get(dotted_name(call.func) or "")
+            if where is None or self._main_only(call):
+                continue
+            accelerator = self.analysis.accelerator_at(call) or "accelerator"
+            note = (
+                f" (left as written: it writes with {where} among other work, in a file this run only reads; call it"
+                f" on the main process only (`if {accelerator}.is_main_process:`), handing it unwrapped models"
+                f" (`{accelerator}.unwrap_model(...)`): a prepared model run on one process alone waits for the others)"
+            )
+            self.report(call, call=f"{dotted_name(call.func)}()", path="files", consequence=_SAME_FILE, note=note)
 
     def _main_only(self, call: cst.Call) -> bool:
         """Only the main process runs it, or a function no code of the run calls (its

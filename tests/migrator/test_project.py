@@ -2987,6 +2987,71 @@ def test_a_folder_a_helper_clears_and_makes_again_asks_for_the_main_process(tmp_
     assert "pass it there" in named["11"] and "shutil.rmtree" not in named["11"]
 
 
+def test_a_helper_the_run_only_reads_that_writes_among_other_work_is_named_at_the_call(tmp_path) -> None:
+    """stargan-v2's `utils.debug_image(nets, args, inputs, step)` runs the networks and
+    saves sample grids through the file's own `save_image`: on every process, N processes
+    write the same pictures. It does more than write, so the call is named, left as
+    written; a helper that trains, returns what it computed or writes on one process only
+    is not, nor one that only writes (AM517 gates that one itself). Given the helper's
+    file too, AM517 names the write there instead."""
+    samples = textwrap.dedent('''\
+        import torch
+        import torchvision.utils as vutils
+
+
+        def save_grid(x, path):
+            vutils.save_image(x.cpu(), path)
+
+
+        @torch.no_grad()
+        def debug(model, x, step):
+            out = model(x)
+            grid = torch.cat([x, out])
+            save_grid(grid, f"sample_{step}.png")
+
+
+        def debug_and_step(model, x, optimizer):
+            model(x).sum().backward()
+            optimizer.step()
+            save_grid(x, "stepped.png")
+
+
+        def debug_and_return(model, x):
+            out = model(x)
+            save_grid(out, "returned.png")
+            return out
+
+
+        def debug_on_one(model, x, rank):
+            out = model(x)
+            if rank == 0:
+                save_grid(out, "one.png")
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        import samples
+
+        model = torch.nn.Linear(4, 4)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step, x in enumerate(torch.randn(8, 2, 4)):
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+            samples.debug(model, x, step)
+            samples.debug_and_step(model, x, optimizer)
+            samples.debug_and_return(model, x)
+            samples.debug_on_one(model, x, 0)
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "samples.py": samples})
+    alone = _cli(root, "train.py", "--lint")
+    named = [line for line in alone.stdout.splitlines() if "AM517" in line and "among other work" in line]
+    assert [line.split(" ")[0] for line in named] == ["train.py:10:5:"], alone.stdout + alone.stderr
+    assert "`vutils.save_image(...)` (samples.py:6)" in named[0] and "unwrap_model" in named[0]
+    both = _cli(root, "train.py", "samples.py", "--lint")
+    assert not [line for line in both.stdout.splitlines() if "among other work" in line], both.stdout
+    assert "samples.py:6:5: AM517" in both.stdout, both.stdout
+
+
 def test_an_object_keeping_a_log_file_open_is_named_where_every_process_builds_it(tmp_path) -> None:
     """open-reid's `sys.stdout = Logger(path)` (reid/utils/logging.py: `self.file =
     open(fpath, 'w')` in `__init__`): every process truncates the one log and writes into
