@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from migrator.analysis.reach import CALLERS_STUB
 from migrator.findings import FileResult, FileStatus
-from migrator.project.calls import MAIN_ONLY
+from migrator.project.calls import MAIN_ONLY, TORCH_DEVICE
 from migrator.project.index import ACCELERATOR, Function
 
 STUB = CALLERS_STUB
@@ -25,7 +25,8 @@ _STAND_INS = {
 
 def caller_stub(files, mine, prepared, target_import: str) -> tuple[str | None, set[tuple[str, str]]]:
     """The callers of `mine` as one function: the Accelerator, `device = accelerator.device`
-    where the callers pass its device, one prepare() of what they pass prepared, then one
+    where the callers pass its device (`torch.device(accelerator.device)` where they passed
+    a torch.device before), one prepare() of what they pass prepared, then one
     call per function; and the functions left out of it. The engine's analysis knows names,
     not scopes, so a function is left out when a parameter name would mean two things (a
     `loader` prepared at one call and not at another, here or in a function taken before)."""
@@ -73,6 +74,9 @@ def caller_stub(files, mine, prepared, target_import: str) -> tuple[str | None, 
             f"    from {target_import} import Accelerator\n",
             f"    {ACCELERATOR} = Accelerator()\n"]
     head += [f"    {p} = {ACCELERATOR}.device\n" for p in params if kinds[p] == "device"]
+    # a torch.device in the callers before the migration too: the engine's verifier sees
+    # it was one (a `device == "cuda"` there was False already, and stays so)
+    head += [f"    {p} = torch.device({ACCELERATOR}.device)\n" for p in params if kinds[p] == TORCH_DEVICE]
     ready = [p for p in params if kinds[p].startswith("prepared:")]
     whole = [p for p in params if kinds[p] == "whole:dataloader"]  # handed over before (or without) prepare()
     head += [f"    {p} = {_STAND_INS.get(kinds[p].partition(':')[2], 'object()')}\n" for p in ready + whole]

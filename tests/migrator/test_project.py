@@ -4194,3 +4194,44 @@ def test_a_saving_method_whose_result_is_used_runs_on_the_main_process_first(tmp
     assert "main_process_first()" in told["processor.create_features()"], told
     assert "writes a file on every process" in told["processor.create_features()"], told
     assert "call it on the main process only" in told["processor.save_vocab()"], told
+
+
+def test_an_engine_comparing_a_handed_torch_device_with_a_string_is_migrated(tmp_path) -> None:
+    """lufficc/SSD's trainer compares `device == "cuda"` (to log GPU memory), where
+    train.py hands it `torch.device(cfg.MODEL.DEVICE)`: False before the migration and
+    after it, so the engine is migrated. Handed the string itself, the comparison would
+    turn False once `device` is the Accelerator's torch.device: the engine is left as
+    written, with the reason (AM952)."""
+    engine = textwrap.dedent('''\
+        import torch
+
+
+        def train(model, batches, optimizer, device):
+            for x in batches:
+                x = x.to(device)
+                optimizer.zero_grad()
+                model(x).sum().backward()
+                optimizer.step()
+                if device == "cuda":
+                    print(torch.cuda.max_memory_allocated())
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from engine import train
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = torch.nn.Linear(4, 1).to(device)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        train(model, torch.randn(8, 2, 4), optimizer, device)
+    ''')
+    root = _project(tmp_path / "torch", **{"train.py": train, "engine.py": engine})
+    results = _results([root])
+    assert results["engine.py"].changed and "accelerator.backward(" in results["engine.py"].after, results["engine.py"].findings
+    assert 'if device == "cuda":' in results["engine.py"].after
+    assert not [f for f in results["engine.py"].findings if f.code == "AM952"]
+    stringly = train.replace('torch.device("cuda" if torch.cuda.is_available() else "cpu")', '"cuda" if torch.cuda.is_available() else "cpu"')
+    root = _project(tmp_path / "string", **{"train.py": stringly, "engine.py": engine})
+    results = _results([root])
+    assert not results["engine.py"].changed
+    told = [f for f in results["engine.py"].findings if f.code == "AM952"]
+    assert [f.start.line for f in told] == [10] and "compare `device.type` instead" in told[0].message, results["engine.py"].findings
