@@ -32,6 +32,15 @@ WRAPPERS = {
     "torch.nn.parallel.DistributedDataParallel": "DistributedDataParallel",
     "torch.nn.parallel.distributed.DistributedDataParallel": "DistributedDataParallel",
 }
+
+
+def _replica_callback_wrap(qualified: str) -> str | None:
+    """`DataParallelWithCallback(model)` of the Synchronized-BatchNorm package (a module
+    named `sync_batchnorm`): a DataParallel that also runs its BatchNorm callbacks."""
+    parts = qualified.split(".")
+    return "DataParallel" if parts[-1] == "DataParallelWithCallback" and "sync_batchnorm" in parts else None
+
+
 SAMPLERS = {"torch.utils.data.distributed.DistributedSampler", "torch.utils.data.DistributedSampler"}
 INIT = "torch.distributed.init_process_group"
 DESTROY = "torch.distributed.destroy_process_group"
@@ -227,7 +236,7 @@ class _Builder:
     def wraps(self) -> list[Wrap]:
         out = []
         for c in self.facts.calls:
-            kind = WRAPPERS.get(c.qualified or "")
+            kind = WRAPPERS.get(c.qualified or "") or _replica_callback_wrap(c.qualified or "")
             inner_arg = _arg(c.node, "module", 0) if kind else None
             if inner_arg is None:
                 continue
