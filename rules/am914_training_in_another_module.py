@@ -47,8 +47,9 @@ _INHERITS = (
     "`{module}` is part of this project, but `{call}` is built on `{base}` of {file}, whose methods "
     "(an epoch loop, checkpoints, logging) the migration of `{module}` cannot see; it is left without "
     "the Accelerator, and its training needs it: migrate the two classes by hand: create the Accelerator "
-    "here, {prepare} (a scheduler too only if it steps per batch, an evaluation loader only where its results are "
-    "gathered), and pass the Accelerator to the base class"
+    "here, {prepare} (a scheduler too only if it steps per batch and its length does not come from `len(loader)`: "
+    "one sized from the prepared loader already counts this process's batches; an evaluation loader only where its "
+    "results are gathered), and pass the Accelerator to the base class"
 )
 # what the hand migration prepares where: the optimizer where it is built
 _PREPARE_HERE = "prepare the model together with its optimizer and the training loader"
