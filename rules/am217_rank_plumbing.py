@@ -8,6 +8,15 @@ from migrator.analysis.flag_branches import FlagBranch, flag_branches, same_flag
 from migrator.edits import remove, replace
 from migrator.rule import Example, FixAvailability, Rule
 
+_UNREACHED = " (left as written: the Accelerator cannot be reached from here)"
+# ... and the process group it asks is made by the Accelerator only later, in a function called after it
+_NO_GROUP_YET = (
+    " (left as written: the Accelerator cannot be reached from here, and it makes the process group only in"
+    " `{creator}()`, called after this: here the group does not exist yet, so this reads no process's rank (0 on"
+    " every process from a helper that tests for the group, an error from `dist.get_rank()`); create the"
+    " Accelerator before it and pass it on, or read the launcher's `int(os.environ.get(\"RANK\", 0))`)"
+)
+
 
 class RankPlumbing(Rule):
     """## What it does
@@ -48,7 +57,11 @@ class RankPlumbing(Rule):
     `--local_rank` command-line arguments stay declared (the old launcher passed them);
     reads of `args.local_rank` are rewritten where they test for the main process
     (AM214) and reported by the rule that uses them otherwise. Reads where the
-    Accelerator cannot be reached (module level above `main()`) are reported.
+    Accelerator cannot be reached (module level above `main()`) are reported; one that
+    asks torch.distributed in a function that creates the Accelerator only later, in a
+    function it calls after the read (`setup_logger(dist_util.get_rank())` in `main()`,
+    then `train()`), is reported with that: the `init_process_group` that ran first is
+    gone, so the read sees no group yet.
     """
 
     code = "AM217"
@@ -88,7 +101,8 @@ class RankPlumbing(Rule):
                 continue
             accelerator = analysis.accelerator_at(read.node)
             if accelerator is None:
-                fields["advice"] += " (left as written: the Accelerator cannot be reached from here)"
+                creator = self._asks_before_the_group(read.node)
+                fields["advice"] += _NO_GROUP_YET.format(creator=creator) if creator else _UNREACHED
                 self.report(read.node, **fields)
                 continue
             new = cst.parse_expression(f"{accelerator}.{read.prop}")
@@ -104,10 +118,32 @@ class RankPlumbing(Rule):
             fields = {"read": cst.Module([]).code_for_node(string), "advice": "use `accelerator.device`"}
             accelerator = analysis.accelerator_at(string)
             if accelerator is None:
-                fields["advice"] += " (left as written: the Accelerator cannot be reached from here)"
+                fields["advice"] += _UNREACHED
                 self.report(string, **fields)
                 continue
             self.report(string, edits=[replace(string, cst.parse_expression(f"{accelerator}.device"))], **fields)
+
+    def _asks_before_the_group(self, read: cst.BaseExpression) -> str | None:
+        """`setup_logger("SSD", dist_util.get_rank(), ...)` in main(), which calls `train()`
+        after it, where the Accelerator is created (lufficc/SSD, reader R1): the migration
+        removed the `init_process_group` that ran first, so the read asks a group that does
+        not exist yet. The function that creates the Accelerator, when so."""
+        analysis = self.analysis
+        if any(word in cst.Module([]).code_for_node(read) for word in ("environ", "getenv")):
+            return None  # the launcher's environment is there from the start
+        creators = {
+            function.name.value for c in analysis.facts.calls
+            if (c.qualified or "").rsplit(".", 1)[-1] == "Accelerator"
+            and (function := analysis.branches.function_of(c.node)) is not None
+        }
+        here = analysis.branches.function_of(read)
+        if here is None or here.name.value in creators:
+            return None
+        later = (
+            c.func for c in analysis.facts.calls
+            if c.func in creators and analysis.branches.function_of(c.node) is here and analysis.order(c.node) > analysis.order(read)
+        )
+        return next(later, None)
 
     def _collapse(self, branch: FlagBranch) -> None:
         """`if ddp: <Accelerator values> else: <their one-process values>`: one branch."""
