@@ -15,9 +15,12 @@ class RawDistributedCall(Rule):
     get_world_size).
 
     ## Why is this bad?
-    They need a process group: on one process (`python train.py`, the CPU) they raise,
-    and under the launcher they bypass what the Accelerator knows (the padding it added
-    to even out the last batch, for instance).
+    They need a process group: under the launcher they run on the default group the
+    Accelerator makes, but on one process (`python train.py`, the CPU) there is none and
+    they raise; and they bypass what the Accelerator knows (the padding it added to even
+    out the last batch, for instance). A call under a test of the process count or of the
+    group (`if dist.is_initialized():`), or after an early `if world_size < 2: return` in
+    its function, never runs on one process and is not reported.
 
     ## What to do by hand
     Use the Accelerator's collectives: `accelerator.gather(t)` (or
@@ -38,7 +41,11 @@ class RawDistributedCall(Rule):
 
     code = "AM911"
     name = "raw-distributed-call"
-    message = "`{call}` needs a process group the migration does not manage; use the Accelerator's collectives"
+    message = (
+        "`{call}` calls torch.distributed directly: under the launcher it runs on the process group the Accelerator "
+        "makes, but on one process there is none and it raises; use the Accelerator's collectives, or guard it "
+        "(`if accelerator.num_processes > 1:`)"
+    )
     examples = (
         Example(
             before=(
@@ -54,4 +61,36 @@ class RawDistributedCall(Rule):
         if analysis.patterns is None or not analysis.migrating:
             return
         for call in analysis.patterns.distribution.raw_calls:
-            self.report(call, call=cst.Module([]).code_for_node(call.func).strip() + "()")
+            if not self._guarded(call):
+                self.report(call, call=cst.Module([]).code_for_node(call.func).strip() + "()")
+
+    def _guarded(self, call: cst.Call) -> bool:
+        """Under a test of the process count or of the group (`if dist.is_initialized():`),
+        or after an early `if world_size < 2: return ...` in its function (lufficc/SSD's
+        `reduce_loss_dict`): on one process it never runs."""
+        parent = self.analysis.parent
+        statement, child, node = None, call, parent(call)
+        while node is not None and not isinstance(node, cst.Module):
+            if isinstance(node, cst.If) and child is not node.test and _counts_processes(node.test):
+                return True
+            if isinstance(node, cst.FunctionDef):
+                body = list(node.body.body) if isinstance(node.body, cst.IndentedBlock) else []
+                earlier = body[: body.index(statement)] if statement in body else ()
+                return any(isinstance(s, cst.If) and _counts_processes(s.test) and _returns(s) for s in earlier)
+            statement, child, node = child, node, parent(node)
+        return False
+
+
+_GROUP_WORDS = ("num_processes", "world_size", "is_initialized", "distributed", "get_world_size")
+
+
+def _counts_processes(test: cst.BaseExpression) -> bool:
+    return any(word in cst.Module([]).code_for_node(test) for word in _GROUP_WORDS)
+
+
+def _returns(branch: cst.If) -> bool:
+    """`if world_size < 2: return loss_dict`: the branch leaves the function."""
+    body = branch.body.body if isinstance(branch.body, cst.IndentedBlock) else ()
+    last = body[-1] if body else None
+    inner = last.body[-1] if isinstance(last, cst.SimpleStatementLine) and last.body else last
+    return isinstance(inner, cst.Return)
