@@ -223,7 +223,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_loggers": (b"Writer(",), "project_inherits": (b"class ",), "project_bases": (b"class ",), "project_print_silencers": (b".print",),
         "project_evaluations": (b"import",), "project_placing": (b"import",), "project_loaders": (b"DataLoader",), "project_drives": (b"import",),
         "project_iterators": (b"__next__", b"__iter__", b"batch"), "project_module_readers": (b".module",),
-        "project_sharded_loaders": (b"DistributedSampler",), "project_sharded_params": (b"DistributedSampler",), "project_sharding_readers": (b"DistributedSampler",), "project_dir_makers": (b"mkdir", b"makedirs"),
+        "project_sharded_loaders": (b"DistributedSampler",), "project_sharded_params": (b"DistributedSampler",), "project_sharding_readers": (b"DistributedSampler",), "project_gathering_readers": (b"DistributedSampler",), "project_dir_makers": (b"mkdir", b"makedirs"),
         "project_output_writers": (b"save", b"open("),
         "project_savers": (b".save(",), "project_file_keepers": (b"open(",), "project_unpassed": (b"=None", b"= None"), "project_splits": (b"shuffle", b"perm", b"sample"), "project_freezers": (b"requires_grad",),
     }
@@ -250,7 +250,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_print_silencers": project.print_silencer_calls, "project_evaluations": project.evaluation_calls,
         "project_placing": project.placing_calls, "project_loaders": project.loader_calls, "project_drives": project.driving_calls,
         "project_iterators": project.iterator_params, "project_module_readers": project.module_reader_calls,
-        "project_sharded_loaders": project.sharded_loader_calls, "project_sharded_params": project.sharded_params, "project_sharding_readers": project.sharding_reader_calls,
+        "project_sharded_loaders": project.sharded_loader_calls, "project_sharded_params": project.sharded_params, "project_sharding_readers": project.sharding_reader_calls, "project_gathering_readers": project.gathering_reader_calls,
         "project_savers": project.saver_calls,
         "project_file_keepers": project.file_keeper_calls, "project_unpassed": project.unpassed_params,
         "project_splits": project.split_helper_calls, "project_freezers": project.freezer_calls,

@@ -133,7 +133,11 @@ class TrainingInAnotherModule(Rule):
 
     ## Known limits
     A module counts as the project's own when its import root is not a known library;
-    only functions whose names say they train or evaluate are reported.
+    only functions whose names say they train or evaluate are reported. An evaluation
+    handed no optimizer that builds its loaders with a DistributedSampler itself and
+    gathers what it computes across the processes (`dist.all_gather`, a helper's
+    `all_gather`: lufficc/SSD's `do_evaluation`) is not reported: it is distributed
+    already, on the default process group the Accelerator makes.
     """
 
     code = "AM914"
@@ -193,7 +197,7 @@ class TrainingInAnotherModule(Rule):
             if any(a.keyword is not None and a.keyword.value == "accelerator" for a in c.node.args):
                 continue  # passed in already (a migrated caller)
             what = _given(analysis, c.node)
-            if not what:
+            if not what or self._evaluates_whole(c.func, what):
                 continue
             seen.add(qualified)
             shared = _shared_through_methods(analysis, c.node)
@@ -210,6 +214,12 @@ class TrainingInAnotherModule(Rule):
                 advice += _SHARE.format(loaders=", ".join(shared))
             advice += whole
             self.report(c.node, call=c.func or function, module=module, what=what, advice=advice)
+
+    def _evaluates_whole(self, call: str, what: str) -> bool:
+        """An evaluation handed no optimizer that shards its own loaders and gathers what it
+        computes across the processes (lufficc/SSD's `do_evaluation`, reader R1): already
+        distributed, served by the default process group the Accelerator makes."""
+        return "optimizer" not in what and call in self.ctx.config.project_gathering_readers
 
     def _advice(
         self, call: str, module: str, what: str, inherits: dict[str, tuple[str, str]], members: set[str],
@@ -249,7 +259,7 @@ class TrainingInAnotherModule(Rule):
                 continue
             module = (c.qualified or "").rpartition(".")[0] or c.func.rpartition(".")[0] or "another file"
             what = _given(analysis, c.node)
-            if not what:
+            if not what or self._evaluates_whole(c.func, what):
                 continue
             if c.func in threaded:
                 loaders = _loaders(analysis, c.node, prepared=False)

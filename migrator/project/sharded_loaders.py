@@ -31,6 +31,16 @@ def sharding_reader_calls(sources: dict[str, bytes], files: dict[str, FileIndex]
     return _calls(files, _Sharding(sources, files).reads)
 
 
+def gathering_reader_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
+    """For each file: its calls of other files' functions that read loaders they shard
+    themselves and gather what they compute across the processes (lufficc/SSD's
+    `do_evaluation`: `inference(...)` → `_accumulate_predictions_from_multiple_gpus`, which
+    calls `dist_util.all_gather`): a distributed evaluation whole already, which the
+    Accelerator's default process group serves as it is."""
+    sharding = _Sharding(sources, files)
+    return _calls(files, lambda target: sharding.reads(target) and sharding.gathers(target))
+
+
 def sharded_params(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
     """For each file: the parameters of its functions that a caller in another file hands
     a loader such a builder made (lufficc/SSD's `do_train(cfg, model, train_loader, ...)`
@@ -105,6 +115,19 @@ class _Sharding:
             )
         return self._reads[target]
 
+    def gathers(self, target: tuple[str, str], depth: int = 0) -> bool:
+        """The function, or one of the run's functions it calls (a few levels down), calls
+        a gather or a reduction across the processes (`all_gather`, `dist.reduce`, ...)."""
+        function, f = self._function(target), self.files.get(target[0])
+        if function is None or f is None:
+            return False
+        called = {ast.unparse(n.func) for n in ast.walk(function) if isinstance(n, ast.Call)}
+        if any(name.rsplit(".", 1)[-1] in _GATHERS for name in called):
+            return True
+        callees = {(target[0], name) for name in called if name in f.functions}
+        callees |= {c.target for c in f.calls if c.spelling in called and c.target[0] in self.files}
+        return depth < 3 and any(self.gathers(t, depth + 1) for t in callees - {target})
+
     def _function(self, target: tuple[str, str]) -> ast.FunctionDef | None:
         path, name = target
         if path not in self._trees:
@@ -114,6 +137,9 @@ class _Sharding:
                 self._trees[path] = None
         tree = self._trees[path]
         return next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None) if tree else None
+
+
+_GATHERS = {"all_gather", "all_gather_object", "gather", "gather_object", "all_reduce", "reduce", "gather_for_metrics"}
 
 
 def _delegates(function: ast.FunctionDef, path: str, files: dict[str, FileIndex]) -> set[tuple[str, str]]:

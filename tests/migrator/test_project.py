@@ -1735,6 +1735,15 @@ def test_an_evaluation_that_builds_its_loaders_sharded_is_not_said_to_read_them_
         assert told and ("reads its data whole" in told[0]) is told_whole, told
         assert ("with a DistributedSampler: this process's share" in told[0]) is not told_whole, told
 
+    gathering = helpers.replace("import torch\n", "import torch\nimport torch.distributed as dist\n").replace(
+        "    return correct\n", "    return _summed(correct)\n\n\ndef _summed(count):\n"
+        "    counts = [None] * dist.get_world_size()\n    dist.all_gather_object(counts, count)\n    return sum(counts)\n",
+    )
+    assert "all_gather_object" in gathering
+    root = _project(tmp_path / "gathers", **{"train.py": setup, "helpers.py": gathering, "data.py": SHARDING_DATA})
+    told = [f for f in _results([os.path.join(root, "train.py")])["train.py"].findings if "evaluate_on_set" in f.message]
+    assert told == [], told  # shards and gathers itself: a distributed evaluation already (lufficc/SSD, reader R1)
+
 
 EVALUATOR = textwrap.dedent('''\
     import torch
