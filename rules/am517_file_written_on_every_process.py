@@ -428,8 +428,8 @@ class FileWrittenOnEveryProcess(Rule):
             accelerator = self.analysis.accelerator_at(call) or "accelerator"
             note = (
                 f" (left as written: it writes with {where} among other work, in a file this run only reads; call it"
-                f" on the main process only (`if {accelerator}.is_main_process:`), handing it unwrapped models"
-                f" (`{accelerator}.unwrap_model(...)`): a prepared model run on one process alone waits for the others)"
+                f" on the main process only (`if {accelerator}.is_main_process:`); a prepared model it runs goes in"
+                f" unwrapped (`{accelerator}.unwrap_model(...)`): run on one process alone, it would wait for the others)"
             )
             self.report(call, call=f"{dotted_name(call.func)}()", path="files", consequence=_SAME_FILE, note=note)
 

@@ -166,7 +166,9 @@ class DirectoryCreatedOnEveryProcess(Rule):
                     f" (left as written: {where} follows a `shutil.rmtree` of the same folder, in a file this run only"
                     " reads, so one process can also delete the folder another has just made or is filling; make this"
                     f" call on the main process only, `if {accelerator}.is_main_process:`, then"
-                    f" `{accelerator}.wait_for_everyone()`)"
+                    f" `{accelerator}.wait_for_everyone()`; the others wait there while it runs, so if it can take"
+                    " longer than the process group's timeout (10 minutes with NCCL), launch with"
+                    " `accel-launch --process-group-timeout SECONDS`)"
                 )
             self.report(call, note=note, call=f"{dotted_name(call.func)}()", path=shown)
 

@@ -60,6 +60,10 @@ def launch(
     fsdp_cpu_offload: Optional[bool] = typer.Option(
         None, "--fsdp-cpu-offload/--no-fsdp-cpu-offload", help="Keep sharded parameters on the CPU."
     ),
+    process_group_timeout: Optional[float] = typer.Option(
+        None, "--process-group-timeout", metavar="SECONDS",
+        help="How long a collective (a barrier) waits for the other processes before failing (torch's default: 10 minutes with NCCL).",
+    ),
 ) -> None:
     """Run SCRIPT with ARGS on every process; exit non-zero, naming the rank, if one fails.
 
@@ -72,6 +76,7 @@ def launch(
         "fsdp_wrap_classes": tuple(n.strip() for n in fsdp_wrap_classes.split(",") if n.strip())
         if fsdp_wrap_classes is not None else None,
         "fsdp_reshard_after_forward": fsdp_reshard_after_forward, "fsdp_cpu_offload": fsdp_cpu_offload,
+        "process_group_timeout": process_group_timeout,
     }  # fmt: skip
     fixed = {"node_rank": node_rank, "master_addr": master_addr, "master_port": master_port}
     config = _config(_defaults().merged(flags), script=script, script_args=tuple(script_args or ()), **fixed)

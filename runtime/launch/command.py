@@ -56,6 +56,7 @@ class LaunchConfig:
     fsdp_min_num_params: int | None = None
     fsdp_reshard_after_forward: bool | None = None
     fsdp_cpu_offload: bool | None = None
+    process_group_timeout: float | None = None  # seconds a collective waits for the others
 
     @property
     def several_ranks(self) -> bool:
@@ -76,6 +77,8 @@ class LaunchConfig:
             raise LaunchConfigError(f"--mixed-precision must be one of {choices}, got {self.mixed_precision!r}")
         if self.fsdp_min_num_params is not None and self.fsdp_min_num_params < 1:
             raise LaunchConfigError(f"--fsdp-min-num-params must be at least 1, got {self.fsdp_min_num_params}")
+        if self.process_group_timeout is not None and not self.process_group_timeout > 0:
+            raise LaunchConfigError(f"--process-group-timeout must be a positive number of seconds, got {self.process_group_timeout}")
         fsdp_details = self.fsdp_wrap_classes or self.fsdp_min_num_params is not None
         if not self.fsdp and (fsdp_details or self.fsdp_cpu_offload or self.fsdp_reshard_after_forward is not None):
             raise LaunchConfigError("the --fsdp-* settings need --fsdp (or fsdp = true in [tool.accel-launch])")
@@ -115,7 +118,10 @@ def torchrun_argv(config: LaunchConfig, log_dir: str | None = None) -> list[str]
 
 def script_env(config: LaunchConfig) -> dict[str, str]:
     """The variables that carry accel-launch's settings to the script (names in runtime.process)."""
-    env = LauncherSettings(mixed_precision=config.mixed_precision, cpu=True if config.cpu else None).to_env()
+    env = LauncherSettings(
+        mixed_precision=config.mixed_precision, cpu=True if config.cpu else None,
+        process_group_timeout_s=config.process_group_timeout,
+    ).to_env()
     if config.fsdp:
         env[ENV_USE_FSDP] = "1"
         if config.fsdp_wrap_classes:

@@ -29,6 +29,7 @@ _TYPES: dict[str, type | tuple[type, ...]] = {
     "fsdp_min_num_params": int,
     "fsdp_reshard_after_forward": bool,
     "fsdp_cpu_offload": bool,
+    "process_group_timeout": (int, float),
 }
 # Friendlier spellings accepted in the file.
 _ALIASES = {"processes": "nproc_per_node", "machines": "nnodes"}

@@ -79,6 +79,7 @@ def _settings(config: LaunchConfig, source: Path | None, environ: Mapping[str, s
         ("mixed_precision", config.mixed_precision or "not set (the script's own, else no)"),
         ("cpu", config.cpu),
         ("fsdp", config.fsdp),
+        ("process_group_timeout", f"{config.process_group_timeout:g} s" if config.process_group_timeout else "torch's default"),
     ]
     if config.fsdp:
         rows += [

@@ -26,6 +26,7 @@ from runtime.process import (
     ENV_FSDP_WRAP_CLASSES,
     ENV_MIXED_PRECISION,
     ENV_OMP_NUM_THREADS,
+    ENV_PROCESS_GROUP_TIMEOUT,
     ENV_USE_CPU,
     ENV_USE_FSDP,
 )
@@ -72,6 +73,7 @@ def test_script_env_uses_the_runtime_constants():
     assert script_env(LaunchConfig(script="t.py")) == {}
     env = script_env(LaunchConfig(script="t.py", mixed_precision="bf16", cpu=True))
     assert env == {ENV_MIXED_PRECISION: "bf16", ENV_USE_CPU: "1"}
+    assert script_env(LaunchConfig(script="t.py", process_group_timeout=3600)) == {ENV_PROCESS_GROUP_TIMEOUT: "3600"}
 
 
 def test_fsdp_settings_reach_the_script_through_the_runtime_constants():
@@ -107,6 +109,7 @@ def test_threads_only_when_several_processes_share_the_machine():
         ({"mixed_precision": "fp8"}, "--mixed-precision"),
         ({"fsdp_cpu_offload": True}, "need --fsdp"),
         ({"fsdp": True, "fsdp_min_num_params": 0}, "--fsdp-min-num-params"),
+        ({"process_group_timeout": 0}, "--process-group-timeout"),
     ],
 )
 def test_impossible_settings_are_refused(fields, message):

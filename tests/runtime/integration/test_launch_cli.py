@@ -81,3 +81,15 @@ def test_every_process_iterates_a_set_of_words_in_the_same_order(tmp_path):
                  env={"PYTHONHASHSEED": None}).check()
     orders = {line.split(" ", 2)[2] for line in result.output.splitlines() if " rank" in line}
     assert len(orders) == 1 and len(result.output.splitlines()) == 2, result.output
+
+
+def test_the_process_group_timeout_bounds_how_long_the_others_wait(tmp_path):
+    # stargan-v2's evaluation on the main process alone, the others at the barrier (reader R2):
+    # past the group's timeout they fail; a longer one lets them through.
+    script = str(SCRIPTS / "slow_rank.py")
+    short = run([*launcher(), "--nproc-per-node", "2", "--process-group-timeout", "2", script, "--seconds", "8"],
+                cwd=tmp_path, timeout=120)
+    assert short.returncode != 0 and "through rank 1" not in short.output, short.output
+    long = run([*launcher(), "--nproc-per-node", "2", "--process-group-timeout", "60", script, "--seconds", "4"],
+               cwd=tmp_path, timeout=120).check()
+    assert sorted(line.split(" ", 1)[1] for line in long.output.splitlines() if "through" in line) == ["through rank 0", "through rank 1"], long.output
