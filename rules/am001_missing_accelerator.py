@@ -51,7 +51,12 @@ class MissingAccelerator(Rule):
     (`args = parser.parse_args()`), unless a device variable needs it earlier (the option
     is then reported instead). When training is set up in a method (`Trainer.__init__`
     builds the optimizer) it becomes `self.accelerator = Accelerator()` and the other
-    methods of the class reach it as `self.accelerator`.
+    methods of the class reach it as `self.accelerator`. When a function forms the process
+    group by hand (`init_process_group`) and then calls the function that sets up training
+    (`main()` → `train(cfg, args)`), the Accelerator, which forms the group now, is created
+    in that function, and the training function is handed it (AM002): what runs in between
+    (a logger set up for rank 0 from `dist.get_rank()`) still sees the group. Not where a
+    name the options read is bound only in the training function.
 
     ## Known limits
     When a device variable is defined at module level but training happens in a

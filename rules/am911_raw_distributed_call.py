@@ -20,7 +20,8 @@ class RawDistributedCall(Rule):
     they raise; and they bypass what the Accelerator knows (the padding it added to even
     out the last batch, for instance). A call under a test of the process count or of the
     group (`if dist.is_initialized():`), or after an early `if world_size < 2: return` in
-    its function, never runs on one process and is not reported.
+    its function, never runs on one process and is not reported, unless it gathers: the
+    samples a prepared loader repeats to even out the last batch are in what it gathers.
 
     ## What to do by hand
     Use the Accelerator's collectives: `accelerator.gather(t)` (or
@@ -41,11 +42,7 @@ class RawDistributedCall(Rule):
 
     code = "AM911"
     name = "raw-distributed-call"
-    message = (
-        "`{call}` calls torch.distributed directly: under the launcher it runs on the process group the Accelerator "
-        "makes, but on one process there is none and it raises; use the Accelerator's collectives, or guard it "
-        "(`if accelerator.num_processes > 1:`)"
-    )
+    message = "`{call}` calls torch.distributed directly: {why}; use the Accelerator's collectives{remedy}"
     examples = (
         Example(
             before=(
@@ -61,8 +58,11 @@ class RawDistributedCall(Rule):
         if analysis.patterns is None or not analysis.migrating:
             return
         for call in analysis.patterns.distribution.raw_calls:
+            name = cst.Module([]).code_for_node(call.func).strip()
             if not self._guarded(call):
-                self.report(call, call=cst.Module([]).code_for_node(call.func).strip() + "()")
+                self.report(call, call=f"{name}()", why=_NO_GROUP, remedy=" or guard it (`if accelerator.num_processes > 1:`)")
+            elif "gather" in name.rsplit(".", 1)[-1]:
+                self.report(call, call=f"{name}()", why=_REPEATS, remedy=" (`accelerator.gather_for_metrics(...)` drops them)")
 
     def _guarded(self, call: cst.Call) -> bool:
         """Under a test of the process count or of the group (`if dist.is_initialized():`),
@@ -81,6 +81,10 @@ class RawDistributedCall(Rule):
         return False
 
 
+_NO_GROUP = (
+    "under the launcher it runs on the process group the Accelerator makes, but on one process there is none and it raises"
+)
+_REPEATS = "it gathers what each process computed, with the samples a prepared loader repeats to even out the last batch"
 _GROUP_WORDS = ("num_processes", "world_size", "is_initialized", "distributed", "get_world_size")
 
 

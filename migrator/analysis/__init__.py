@@ -296,6 +296,7 @@ def analyze(
     setup = None
     if block is not None and not acc_names:
         home = _home_of_wrapping_class(facts, block, parent) if wrapped_here else block
+        home = _home_where_the_group_formed(facts, home, parent, patterns.option_names | patterns.option_attributes)
         setup = _setup_plan(module, home, dev_vars, surviving, facts, patterns.option_names, patterns.option_attributes)
     return ScriptAnalysis(
         module=module,
@@ -441,6 +442,38 @@ def _home_of_wrapping_class(facts: Facts, block: Block, parent) -> Block:
         return block
     home = enclosing_block(calls[0].node, parent)
     return home if home is not None and home.scope is scope else block
+
+
+def _home_where_the_group_formed(facts: Facts, block: Block, parent, needs) -> Block:
+    """Where the Accelerator is created when a function forms the process group by hand
+    and then calls the function that sets up training (lufficc/SSD's `main()`:
+    `init_process_group`, a logger set up for rank 0 from `get_rank()`, then `train(cfg,
+    args)`): there, since the Accelerator forms the group now, so what runs in between
+    still sees it; the training function is handed it (AM002). Only where every name the
+    Accelerator's options read is bound there too; else where training is set up."""
+    from migrator.analysis.distributed import INIT
+
+    training = block.scope
+    if not isinstance(training, cst.FunctionDef) or id(training) in facts.method_of:
+        return block
+    for init in (c for c in facts.calls if c.qualified == INIT):
+        scope = init.scope
+        if not isinstance(scope, cst.FunctionDef) or scope is training or id(scope) in facts.method_of:
+            continue
+        home = enclosing_block(init.node, parent)
+        if home is None or home.scope is not scope:
+            continue
+        formed = home.index_of(init.node, parent)
+        later = [
+            c for c in facts.calls
+            if isinstance(c.node.func, cst.Name) and c.node.func.value == training.name.value and c.scope is scope
+            and (home.index_of(c.node, parent) or -1) > (formed if formed is not None else len(home.body))
+        ]
+        bound = {b.name for b in facts.bindings if b.scope is scope}
+        bound |= {p.name.value for p in scope.params.params + scope.params.kwonly_params}
+        if later and set(needs) <= bound:
+            return home
+    return block
 
 
 def _wrap_block(facts: Facts, roles: RoleTable, parent, optimizers: list[Binding]) -> Block | None:

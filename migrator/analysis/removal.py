@@ -23,7 +23,7 @@ Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 # Calls that only look at the environment: an `if` testing them may go with its body.
 _PURE_CALLS = {
     "torch.cuda.is_available", "torch.cuda.device_count", "torch.distributed.is_initialized",
-    "torch.distributed.is_available", "torch.backends.mps.is_available",
+    "torch.distributed.is_available", "torch.backends.mps.is_available", "os.environ.get", "os.getenv",
 }
 _PURE_BUILTINS = {"len", "hasattr", "isinstance", "int", "bool", "getattr"}
 
