@@ -128,7 +128,8 @@ def _bound_name(statement: cst.CSTNode | None) -> str | None:
 
 _ELSEWHERE = (
     f" ({RUN_CALLS_IT}, and this file gets no "
-    "Accelerator; remove the wrap, and prepare the model where the run prepares it"
+    "Accelerator; remove the wrap, and prepare the model where the run prepares it (a model it trains: a frozen "
+    "one only needs `accelerator.device`)"
 )
 # AM917's note, for the file that holds the wrap: the run's own files may not show it
 _SPLIT_BATCH = (
