@@ -6,10 +6,16 @@ import libcst as cst
 
 from migrator.analysis import Role
 from migrator.analysis.names import dotted_name
+from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
 _LOADS = {"torch.load"}
+# in code other files run on every process, with no Accelerator to name
+_ELSEWHERE = (
+    f" ({RUN_CALLS_IT}, and this file gets no Accelerator: pass `map_location=\"cpu\"` there;"
+    " `load_state_dict` copies each tensor to where the model is)"
+)
 
 
 class CheckpointLoadedOntoSavingDevice(Rule):
@@ -43,12 +49,17 @@ class CheckpointLoadedOntoSavingDevice(Rule):
 
     ## Known limits
     A load whose tensors are used otherwise (data, embeddings) keeps its device, and so
-    does one that already says where (`map_location=`).
+    does one that already says where (`map_location=`). In code other files of the run
+    call on every process, in a file given no Accelerator, the load is named and left as
+    written, with `map_location="cpu"` as the remedy.
     """
 
     code = "AM521"
     name = "checkpoint-loaded-onto-saving-device"
-    message = "`torch.load(...)` puts the checkpoint on the device it was saved from (GPU 0) on every process; load it onto `accelerator.device`"
+    message = (
+        "`torch.load(...)` puts the checkpoint on the device it was saved from (GPU 0) on every process; load it onto "
+        "`accelerator.device`{note}"
+    )
     fix_title = "Pass `map_location=accelerator.device`"
     fix = FixAvailability.ALWAYS
     examples = (
@@ -67,7 +78,9 @@ class CheckpointLoadedOntoSavingDevice(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
-        if not analysis.migrating:
+        config = self.ctx.config
+        shared = not analysis.migrating and bool(config.run_callers) and not analysis.accelerator_names
+        if not analysis.migrating and not shared:
             return
         states = _state_dict_sources(analysis)
         for fact in analysis.facts.calls:
@@ -75,10 +88,14 @@ class CheckpointLoadedOntoSavingDevice(Rule):
                 continue
             if not _feeds_load_state_dict(analysis, fact.node, states):
                 continue
+            if shared:
+                if run_by_other_files(analysis, fact.node, config.run_callers, config.project_unpassed):
+                    self.report(fact.node, note=_ELSEWHERE)
+                continue
             accelerator = analysis.accelerator_at(fact.node)
             if accelerator is None:
                 continue
-            self.report(fact.node, edits=[replace(fact.node, _mapped(fact.node, accelerator))])
+            self.report(fact.node, edits=[replace(fact.node, _mapped(fact.node, accelerator))], note="")
 
 
 def _has_location(call: cst.Call) -> bool:

@@ -4244,3 +4244,43 @@ def test_an_engine_comparing_a_handed_torch_device_with_a_string_is_migrated(tmp
     assert not results["engine.py"].changed
     told = [f for f in results["engine.py"].findings if f.code == "AM952"]
     assert [f.start.line for f in told] == [10] and "compare `device.type` instead" in told[0].message, results["engine.py"].findings
+
+
+def test_a_checkpoint_loaded_in_code_other_files_run_is_named_with_a_map_location(tmp_path) -> None:
+    """stargan-v2's `CheckpointIO.load` (reader R2): `torch.load(fname)` with no
+    `map_location`, in a file given no Accelerator whose method train.py calls on every
+    process, puts N copies of the checkpoint on GPU 0. Named there, left as written;
+    a load that says where is not."""
+    saver = textwrap.dedent('''\
+        import torch
+
+
+        class Saver:
+            def __init__(self, model):
+                self.model = model
+
+            def load(self, path):
+                state = torch.load(path)
+                self.model.load_state_dict(state)
+
+            def load_on_cpu(self, path):
+                self.model.load_state_dict(torch.load(path, map_location="cpu"))
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from saver import Saver
+
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        saver = Saver(model)
+        saver.load("last.pt")
+        saver.load_on_cpu("last.pt")
+        for x in torch.randn(8, 2, 4):
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "saver.py": saver})
+    found = [f for f in _results([root])["saver.py"].findings if f.code == "AM521"]
+    assert [f.start.line for f in found] == [9], found
+    assert 'map_location="cpu"' in found[0].message and "other files of the run call this code" in found[0].message
