@@ -97,15 +97,25 @@ class DataSplitPerProcess(Rule):
     def _split_helpers(self) -> None:
         """A helper of another file that permutes with a global generator and cuts the
         data in two (SR-GNN's `split_validation`: `np.random.shuffle`; project/splits.py)."""
-        helpers = {spelling: (draw, seed) for spelling, draw, seed in self.ctx.config.project_splits}
+        helpers = {spelling: rest for spelling, *rest in self.ctx.config.project_splits}
         if not helpers:
             return
         for c in self.analysis.facts.calls:
             found = helpers.get(dotted_name(c.node.func) or "")
-            if found is None or self._seeded_before(c, {found[1]} | _SEED_ALL):
+            if found is None:
                 continue
-            draw, seed = found
-            remedy = f"it draws its order with `{draw}`: call `{seed}(...)` with the same value on every process before it"
+            draw, seed, param, position = found
+            if param:  # it reseeds with its own `seed=None` parameter: a seed set before is lost
+                if _given(c.node, param, position if position >= 0 else None):
+                    continue  # `seed=42`: the split seeds itself alike
+                remedy = (
+                    f"it draws its order with `{draw}` after `{seed}({param})`, which with `{param}` left to None "
+                    f"seeds from the system: pass `{param}=` the same value on every process"
+                )
+            elif self._seeded_before(c, {seed} | _SEED_ALL):
+                continue
+            else:
+                remedy = f"it draws its order with `{draw}`: call `{seed}(...)` with the same value on every process before it"
             self.report(c.node, call=f"{dotted_name(c.node.func)}(...)", remedy=remedy)
 
     def _seeded_before(self, split, seeds: set[str]) -> bool:

@@ -1110,7 +1110,32 @@ def _imported(path: str, tree: ast.Module, run: dict[str, str], root: str, trees
     bound = _bound_elsewhere(tree)
     modules = {k: v for k, v in modules.items() if k not in bound and v != path}
     functions = {k: v for k, v in functions.items() if k not in bound}
+    for local, target in _local_imports(path, tree, run, root, extended).items():
+        functions.setdefault(local, target)
     return modules | _submodules(modules, run), functions
+
+
+def _local_imports(path: str, tree: ast.Module, run: dict[str, str], root: str, extended: bool) -> dict[str, tuple[str, str]]:
+    """`from pybert.io.task_data import TaskData` inside `main()` (lonePatient/Bert's
+    run_bert.py, under `if args.do_data:`): a function or class of the run imported where
+    it is used. Only a name every such import binds to the same definition, and nothing
+    else binds."""
+    top = {id(n) for n in tree.body}
+    found: dict[str, set[tuple[str, str] | None]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or id(node) in top:
+            continue
+        for alias in node.names:
+            if alias.name == "*":
+                continue
+            sub = f"{node.module}.{alias.name}" if node.module else alias.name
+            owner = None if _resolve(sub, node.level, path, run, root, extended) else _resolve(node.module or "", node.level, path, run, root, extended)
+            found.setdefault(alias.asname or alias.name, set()).add((owner, alias.name) if owner and owner != path else None)
+    others = _bound_elsewhere(tree, local_imports=False)
+    return {
+        name: targets.pop() for name, targets in found.items()
+        if len(targets) == 1 and None not in targets and name not in others
+    }
 
 
 def _star_imported(
@@ -1230,8 +1255,9 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def _bound_elsewhere(tree: ast.Module) -> set[str]:
-    """Names bound by anything but a module-level import: such a name may not be the module."""
+def _bound_elsewhere(tree: ast.Module, local_imports: bool = True) -> set[str]:
+    """Names bound by anything but a module-level import (an import inside a function
+    too, unless `local_imports` is False): such a name may not be the module."""
     top_imports = {id(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))}
     names: set[str] = set()
     for node in ast.walk(tree):
@@ -1241,7 +1267,7 @@ def _bound_elsewhere(tree: ast.Module) -> set[str]:
             names.add(node.name)
         elif isinstance(node, ast.arg):
             names.add(node.arg)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top_imports:
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top_imports and local_imports:
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             names.update(node.names)

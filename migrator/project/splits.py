@@ -6,8 +6,11 @@ main.py calls it under `--validation`. Under the launcher each process draws its
 order, so one process validates on samples another trains on. AM227 names a library
 split (`random_split` without a generator); with `Config.project_splits` it names the
 call of such a helper too, unless the generator it draws from is seeded alike first.
-Read with `ast`: a function counts when it draws a permutation from a global generator,
-seeds nothing itself, cuts at one place (`[:k]` and `[k:]`) and returns two or more parts.
+Read with `ast`: a function, or a method called on an instance of the run's class,
+counts when it draws a permutation from a global generator, seeds nothing itself (or
+only with an optional parameter the call leaves to None: lonePatient/Bert's
+`TaskData.train_val_split`, `random.seed(seed)` with `seed=None`), cuts at one place
+(`[:k]` and `[k:]`) and returns two or more parts.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.ast_imports import qualify
-from migrator.project.index import FileIndex, trees_mentioning
+from migrator.project.entries import instances_of
+from migrator.project.index import FileIndex, chain, trees_mentioning
 
 # the draws of a permutation from a global generator → the seeds that make it alike
 _DRAWS = {
@@ -25,38 +29,87 @@ _DRAWS = {
 _SEEDS = {"numpy.random.seed", "random.seed", "torch.manual_seed", "torch.random.manual_seed"}
 
 
-def split_helper_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[tuple[str, str, str], ...]]:
-    """For each file of the run: its calls of another file's functions that split data at
-    random, as (spelling, the draw as written there, the seed that makes it alike)."""
-    splitters: dict[tuple[str, str], tuple[str, str]] = {}
+def split_helper_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[tuple[str, str, str, str, int], ...]]:
+    """For each file of the run: its calls of another file's functions, or of methods of
+    its classes on an instance (`data.train_val_split(...)` on `data = TaskData()`), that
+    split data at random, as (spelling, the draw as written there, the seed that makes it
+    alike, the optional parameter it seeds with or "", that parameter's place or -1)."""
+    splitters: dict[tuple[str, str], tuple[str, str, str | None]] = {}
     for path, tree, imports in trees_mentioning(sources, files, (b"shuffle", b"perm", b"sample")):
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and (found := _splits(node, imports)) is not None:
                 splitters[(path, node.name)] = found
-    out: dict[str, set[tuple[str, str, str]]] = {}
+            elif isinstance(node, ast.ClassDef):
+                for method in node.body:
+                    if isinstance(method, ast.FunctionDef) and (found := _splits(method, imports)) is not None:
+                        splitters[(path, f"{node.name}.{method.name}")] = found
+    if not splitters:
+        return {}
+    out: dict[str, set[tuple[str, str, str, str, int]]] = {}
     for path, f in files.items():
-        for call in f.calls:
-            if call.target in splitters and call.target[0] != path:
-                out.setdefault(path, set()).add((call.spelling, *splitters[call.target]))
+        try:
+            tree = ast.parse(sources.get(path, b""))
+        except (SyntaxError, ValueError):
+            continue
+        targets = {call.spelling: call.target for call in f.calls if call.target[0] != path}
+        instances = {name: made for name, made in instances_of(sources.get(path, b""), f, files).items() if made[0] != path}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            spelling = chain(node.func) or ""
+            target = targets.get(spelling)
+            if target is None and isinstance(node.func, ast.Attribute) and chain(node.func.value) in instances:
+                made = instances[chain(node.func.value)]
+                target = (made[0], f"{made[1]}.{node.func.attr}")
+            found = splitters.get(target) if target else None
+            if found is not None:
+                draw, seed, param = found
+                out.setdefault(path, set()).add((spelling, draw, seed, param or "", _position(param, target, files)))
     return {path: tuple(sorted(calls)) for path, calls in out.items()}
 
 
-def _splits(function: ast.FunctionDef, imports: dict[str, str]) -> tuple[str, str] | None:
-    """(the draw, its seed) when `function` permutes with a global generator, seeds none,
-    and returns a tuple of two or more parts."""
-    draw = None
+def _splits(function: ast.FunctionDef, imports: dict[str, str]) -> tuple[str, str, str | None] | None:
+    """(the draw, its seed, the parameter it seeds with or None) when `function` permutes
+    with a global generator, seeds it with nothing but an optional parameter left to None
+    (`random.seed(seed)` with `seed=None`: from the system's entropy, differently on each
+    process, unless the call passes one), and returns a tuple of two or more parts."""
+    draw, param = None, None
+    optional = _none_defaults(function)
     for node in ast.walk(function):
         if not isinstance(node, ast.Call):
             continue
         name = qualify(node.func, imports)
         if name in _SEEDS:
-            return None
+            given = node.args[0] if node.args else None
+            if not (isinstance(given, ast.Name) and given.id in optional):
+                return None
+            param = given.id
         if name in _DRAWS and draw is None and not any(k.arg in ("generator", "random_state") for k in node.keywords):
             draw = (f"{ast.unparse(node.func)}()", _DRAWS[name])
     returns = [n for n in ast.walk(function) if isinstance(n, ast.Return) and n.value is not None]
     if draw is None or not returns or not all(isinstance(r.value, ast.Tuple) and len(r.value.elts) >= 2 for r in returns):
         return None
-    return draw if _cut_in_two(function) else None
+    return (*draw, param) if _cut_in_two(function) else None
+
+
+def _none_defaults(function: ast.FunctionDef) -> set[str]:
+    """The parameters that default to None."""
+    args = function.args
+    positional = args.posonlyargs + args.args
+    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
+    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+    return {a.arg for a, d in pairs if isinstance(d, ast.Constant) and d.value is None}
+
+
+def _position(param: str | None, target: tuple[str, str], files: dict[str, FileIndex]) -> int:
+    """Where a call passes the seeding parameter by its place (self not counted), or -1."""
+    owner = files.get(target[0])
+    name, _, method = target[1].partition(".")
+    function = owner.functions.get(name) if owner and param else None
+    if function is None:
+        return -1
+    params = list(dict(function.methods).get(method, ())) if method else list(function.params)
+    return params.index(param) if param in params else -1
 
 
 def _cut_in_two(function: ast.FunctionDef) -> bool:

@@ -4284,3 +4284,60 @@ def test_a_checkpoint_loaded_in_code_other_files_run_is_named_with_a_map_locatio
     found = [f for f in _results([root])["saver.py"].findings if f.code == "AM521"]
     assert [f.start.line for f in found] == [9], found
     assert 'map_location="cpu"' in found[0].message and "other files of the run call this code" in found[0].message
+
+
+def test_a_split_helper_of_another_file_drawing_its_own_order_is_named_at_the_call(tmp_path) -> None:
+    """SR-GNN's `split_validation` (np.random.shuffle, a cut at one index) and lonePatient/
+    Bert's `TaskData().train_val_split(...)`, a method on an instance whose class is
+    imported inside `main()`, seeding with `random.seed(seed)` where `seed=None`: each
+    process draws its own order, so one's validation samples are another's training ones.
+    Named at the call (AM227); not where the call passes a seed, nor for a split seeded
+    alike first."""
+    data = textwrap.dedent('''\
+        import random
+
+        import numpy as np
+
+
+        def split_validation(samples, portion):
+            order = np.arange(len(samples))
+            np.random.shuffle(order)
+            cut = int(len(samples) * (1 - portion))
+            return [samples[i] for i in order[:cut]], [samples[i] for i in order[cut:]]
+
+
+        class TaskData:
+            def train_val_split(self, rows, valid_size, seed=None):
+                random.seed(seed)
+                random.shuffle(rows)
+                cut = int(len(rows) * valid_size)
+                return rows[cut:], rows[:cut]
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        from data import split_validation
+
+
+        def main(do_data):
+            rows = list(range(32))
+            if do_data:
+                from data import TaskData
+                task = TaskData()
+                train_rows, valid_rows = task.train_val_split(rows, 0.25)
+                seeded_rows, _ = task.train_val_split(rows, 0.25, seed=42)
+            train_rows, valid_rows = split_validation(rows, 0.25)
+            model = torch.nn.Linear(1, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for row in train_rows:
+                optimizer.zero_grad()
+                model(torch.tensor([[float(row)]])).sum().backward()
+                optimizer.step()
+
+
+        if __name__ == "__main__":
+            main(True)
+    ''')
+    root = _project(tmp_path, **{"train.py": train, "data.py": data})
+    found = [f for f in _results([os.path.join(root, "train.py")])["train.py"].findings if f.code == "AM227"]
+    assert sorted(f.start.line for f in found) == [10, 12], found
+    assert any("pass `seed=` the same value" in f.message for f in found) and any("`np.random.seed(...)`" in f.message or "numpy.random.seed" in f.message for f in found), found
