@@ -87,12 +87,12 @@ def _effects(function: ast.FunctionDef, module: ModuleWriters | None) -> list[as
             return None
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if not all(isinstance(n, ast.Name) for t in targets for n in _elements(t)):
+            if not all(isinstance(n, ast.Name) for t in targets for n in elements(t)):
                 return None  # sets an attribute or an item: something the caller may read
         if isinstance(node, ast.Call):
             name = _dotted(node.func)
             if name in _PLAIN:
-                if name == "open" and _writes(node):
+                if name == "open" and opens_for_writing(node):
                     opened.append(node.args[0] if node.args else ast.Constant(None))
                 continue
             if name in _SAVERS:
@@ -112,15 +112,17 @@ def _effects(function: ast.FunctionDef, module: ModuleWriters | None) -> list[as
     return opened
 
 
-def _elements(target: ast.expr):
+def elements(target: ast.expr):
+    """The names and attributes an assignment target binds, through tuples and lists."""
     if isinstance(target, (ast.Tuple, ast.List)):
         for element in target.elts:
-            yield from _elements(element)
+            yield from elements(element)
     else:
         yield target
 
 
-def _writes(call: ast.Call) -> bool:
+def opens_for_writing(call: ast.Call) -> bool:
+    """`open(path, "w")` (any mode that writes)."""
     mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
     return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and any(c in mode.value for c in "wax+")
 

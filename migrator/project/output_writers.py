@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import os
 
-from migrator.analysis.only_writes import ModuleWriters, only_writes
+from migrator.analysis.only_writes import ModuleWriters, elements, only_writes, opens_for_writing
 from migrator.project.dir_makers import guarded_walk
 from migrator.project.index import FileIndex, chain, trees_mentioning
 
@@ -97,7 +97,7 @@ def _keeps_to_itself(function: ast.FunctionDef, module: ModuleWriters) -> bool:
             return False
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if not all(isinstance(n, ast.Name) for t in targets for n in _elements(t)):
+            if not all(isinstance(n, ast.Name) for t in targets for n in elements(t)):
                 return False
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _changes(node.func, function):
             return False
@@ -136,14 +136,9 @@ def _write(function: ast.FunctionDef, module: ModuleWriters) -> tuple[str, int] 
         qualified = module.qualify(node.func) or ""
         if qualified in _WRITERS:
             return f"{chain(node.func) or qualified}(...)", node.lineno
-        if qualified in ("open", "builtins.open") and _mode(node) and any(c in _mode(node) for c in "wax"):
+        if qualified in ("open", "builtins.open") and opens_for_writing(node):
             return "open(..., 'w')", node.lineno
     return None
-
-
-def _mode(call: ast.Call) -> str:
-    given = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
-    return given.value if isinstance(given, ast.Constant) and isinstance(given.value, str) else ""
 
 
 def _calls_any(function: ast.FunctionDef, path: str, files: dict[str, FileIndex], trainers: set) -> bool:
@@ -155,10 +150,3 @@ def _calls_any(function: ast.FunctionDef, path: str, files: dict[str, FileIndex]
             return True
     return False
 
-
-def _elements(target: ast.expr):
-    if isinstance(target, (ast.Tuple, ast.List)):
-        for element in target.elts:
-            yield from _elements(element)
-    else:
-        yield target
