@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 
 from migrator.project.calls import spelling_of
-from migrator.project.index import ACCELERATOR, FileIndex
+from migrator.project.index import ACCELERATOR, FileIndex, collection_items
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)
 
@@ -181,7 +181,21 @@ def instances_of(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> di
             built = [made[s] for n in ast.walk(node.value) if isinstance(n, ast.Call) and (s := spelling_of(n.func)) in made]
             if built:
                 instances.setdefault(node.targets[0].id, built[0])
+    instances.update(_listed_instances(tree, made, instances))
     return instances
+
+
+def _listed_instances(tree: ast.Module, classes: dict[str, tuple[str, str]], bound: dict) -> dict[str, tuple[str, str]]:
+    """Loop variables over a list or tuple of instances of one class of the run
+    (stargan-v2's `self.ckptios = [CheckpointIO(...), CheckpointIO(...)]`, then `for
+    ckptio in self.ckptios: ckptio.save(step)`): name → the class."""
+    collections: dict[str, tuple[str, str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, (ast.List, ast.Tuple)) and node.value.elts:
+            made = {classes.get(ast.unparse(e.func)) if isinstance(e, ast.Call) else None for e in node.value.elts}
+            if len(made) == 1 and None not in made:
+                collections[ast.unparse(node.targets[0])] = made.pop()
+    return {name: collections[source] for name, source in collection_items(tree).items() if source in collections and name not in bound}
 
 
 def _inherited_attributes(f: FileIndex, files: dict[str, FileIndex]) -> dict[str, tuple[str, str]]:

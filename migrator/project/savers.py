@@ -18,7 +18,7 @@ import os
 from migrator.project.dir_makers import guarded_walk
 from migrator.project.drives import Trees
 from migrator.project.entries import instances_of
-from migrator.project.index import FileIndex, collection_items, torch_saves
+from migrator.project.index import FileIndex, torch_saves
 
 Method = tuple[str, str, str]  # (file, class, method)
 
@@ -145,21 +145,6 @@ def _closure(classes, files, methods: dict[Method, ast.FunctionDef], does) -> di
     return found
 
 
-def _listed_instances(tree: ast.Module, f: FileIndex, files: dict[str, FileIndex], bound: dict) -> dict[str, tuple[str, str]]:
-    """Loop variables over a list or tuple of instances of one class of the run
-    (stargan-v2's `self.ckptios = [CheckpointIO(...), CheckpointIO(...)]`, then `for
-    ckptio in self.ckptios: ckptio.save(step)`): name → the class."""
-    classes = {c.spelling: c.target for c in f.calls if c.target[0] in files and files[c.target[0]].functions.get(c.target[1]) is not None
-               and files[c.target[0]].functions[c.target[1]].is_class}
-    collections: dict[str, tuple[str, str]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, (ast.List, ast.Tuple)) and node.value.elts:
-            made = {classes.get(ast.unparse(e.func)) if isinstance(e, ast.Call) else None for e in node.value.elts}
-            if len(made) == 1 and None not in made:
-                collections[ast.unparse(node.targets[0])] = made.pop()
-    return {name: collections[source] for name, source in collection_items(tree).items() if source in collections and name not in bound}
-
-
 def _instances(source: bytes, tree: ast.Module, f: FileIndex, files: dict[str, FileIndex]) -> dict[str, tuple[str, list[tuple[str, str]]]]:
     """Names bound to instances of the run's classes, with the call that made them:
     `solver = Solver(...)`, and `model = create_model(opt)` for each class the factory may
@@ -170,8 +155,7 @@ def _instances(source: bytes, tree: ast.Module, f: FileIndex, files: dict[str, F
         return list(function.makes) if function is not None and function.makes else [target]
 
     spellings = {c.target: c.spelling for c in sorted(f.calls, key=lambda c: c.spelling)}
-    bound = {**f.instances, **instances_of(source, f, files)}  # the index's `x = f(...)`, and `x = Cls(...).cuda()`
-    bound.update(_listed_instances(tree, f, files, bound))
+    bound = {**f.instances, **instances_of(source, f, files)}  # the index's `x = f(...)`, `x = Cls(...).cuda()`, a list's items
     factories = {c.spelling: c.target for c in f.calls if made(c.target) != [c.target]}
     if factories:  # `model = create_model(opt)`, bound again later (`model, opt = amp.initialize(model, ...)`)
         for node in ast.walk(tree):

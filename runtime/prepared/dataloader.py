@@ -48,6 +48,12 @@ class PreparedDataLoader(DataLoader):
         self._shard: ShardedBatchSampler | IterableShard | None = None
         dataset, batching = self._shard_loader(loader, info, split_batches, even_batches)
         super().__init__(dataset, **batching, **_worker_settings(loader))
+        sharded = isinstance(self._shard, ShardedBatchSampler) and self._shard.per_process_batch_size is not None
+        if sharded and loader.batch_size is not None:
+            # a batch sampler leaves DataLoader's batch_size None; trainers read it (yassouali's
+            # `int(np.sqrt(self.train_loader.batch_size))`): the size of this process's batches.
+            # DataLoader refuses the attribute once built, and nothing of its iteration reads it.
+            object.__setattr__(self, "batch_size", self._shard.per_process_batch_size)
         # Per-batch bookkeeping lives in a slotted object: DataLoader.__setattr__ is slow.
         self._pass = _Pass()
         self._resume: dict[str, Any] | None = None
@@ -131,7 +137,8 @@ class PreparedDataLoader(DataLoader):
     @property
     def total_batch_size(self) -> int | None:
         """Samples per step over all processes (Accelerate's name)."""
-        if isinstance(self._shard, ShardedBatchSampler) and self._shard.per_process_batch_size is not None:
+        sharded = isinstance(self._shard, ShardedBatchSampler) and self._shard.per_process_batch_size is not None
+        if sharded and loader.batch_size is not None:
             return self._shard.per_process_batch_size * self._world
         return None if self.batch_size is None else self.batch_size * self._world
 

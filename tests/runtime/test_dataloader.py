@@ -128,5 +128,15 @@ def test_what_a_loader_subclass_adds_is_read_through_the_prepared_loader():
     assert loader.MEAN == (0.5, 0.5, 0.5) and loader.STD == (0.25, 0.25, 0.25)
     assert loader.split_validation() == "validation"
     assert len(loader) == 3 and indices(loader)[0] == [0, 1]  # the prepared loader's own batching wins
+    assert loader.batch_size == 2  # this process's batch size, as the trainer reads it
+
     with pytest.raises(AttributeError):
         loader.not_an_attribute
+
+
+def test_batch_size_reads_this_processes_batch_size():
+    assert prepared(DataLoader(DATA, batch_size=4)).batch_size == 4
+    assert prepared(DataLoader(DATA, batch_size=4), world=1).batch_size == 4
+    assert prepared(DataLoader(DATA, batch_size=4), split_batches=True).batch_size == 2
+    assert prepared(DataLoader(DATA, batch_size=None)).batch_size is None  # one sample at a time, as given
+    assert indices(prepared(DataLoader(DATA, batch_size=4), rank=1)) == [[4, 5, 6, 7], [2, 3, 4, 5]]
