@@ -327,7 +327,7 @@ class ProcessBranches:
         return current
 
     def callers(self, function: cst.FunctionDef) -> list[cst.Call]:
-        """Calls of `function` in this file (`f(...)`, or `self.f(...)` for a method, or
+        """Calls of `function` in this file (`f(...)`, or `self.f(...)` or `Class.f(...)` for a method, or
         `Train()` for `Train.__init__`: pointer_summarizer's constructor making its folder,
         reader R3, twentieth session; or `cls(...)` in a classmethod of its class)."""
         name = function.name.value
@@ -339,8 +339,8 @@ class ProcessBranches:
             func = c.node.func
             if not method and isinstance(func, cst.Name) and func.value == name:
                 out.append(c.node)
-            elif method and c.func is not None and c.func in {f"self.{name}", f"cls.{name}"}:
-                out.append(c.node)
+            elif method and c.func is not None and c.func in {f"self.{name}", f"cls.{name}", f"{owner.name.value}.{name}"}:
+                out.append(c.node)  # `Trainer.save_to_log(...)`, a staticmethod called through its class
             elif built is not None and isinstance(func, cst.Name) and func.value == built:
                 out.append(c.node)
             elif built is not None and isinstance(func, cst.Name) and func.value == "cls" and self._in_class(c.node, owner):
