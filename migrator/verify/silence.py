@@ -61,8 +61,9 @@ def _wrapped_for_training(program: Program, text: str, reported: bool = False) -
                 CODE, call.lineno, call.col_offset + 1,
                 f"`{call_name(call)}(...)` wraps a model this file builds an optimizer for, but {nothing}: its "
                 "set-up could not be read whole (an optimizer or loaders from a factory, or the training loop in "
-                "another file); migrate it by hand, preparing the model, its optimizer and its loaders together in "
-                "place of the wrap",
+                "another file); migrate it by hand, preparing the model together with its optimizer in place of the "
+                "wrap, and the training loader where it is built (one handed in is prepared by its caller; a scheduler "
+                "sized from `len(loader)` then counts the prepared loader's batches and stays out of prepare())",
             )
             return
 

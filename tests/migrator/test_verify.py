@@ -422,6 +422,23 @@ def test_training_code_with_its_set_up_elsewhere_is_named() -> None:
     assert [(p.code, p.line) for p in silent_training(text)] == [("AM916", 3), ("AM916", 4)]
 
 
+def test_a_wrap_in_a_file_that_builds_the_optimizer_from_a_factory_is_named_once() -> None:
+    """yassouali's BaseTrainer: the wrap goes, the model is prepared with its optimizer
+    there, and the training loader where it is built (reader R4: preparing loaders at the
+    wrap would size the Poly schedule from the whole data set and unshard the prefetcher)."""
+    from migrator.verify.silence import wrapped_for_training
+
+    text = (
+        "import torch\n\n\nclass Base:\n    def __init__(self, model, config, loader):\n"
+        "        self.model = torch.nn.DataParallel(model)\n"
+        "        self.optimizer = getattr(torch.optim, config['optim'])(self.model.parameters())\n"
+        "        self.other = torch.nn.DataParallel(model)\n"
+    )
+    found = wrapped_for_training(text)
+    assert [(p.code, p.line) for p in found] == [("AM916", 6)], found
+    assert "the training loader where it is built" in found[0].message and "stays out of prepare()" in found[0].message
+
+
 def test_migrated_code_is_not_silent_training() -> None:
     from migrator.verify.silence import silent_training
 
