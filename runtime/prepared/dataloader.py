@@ -137,8 +137,7 @@ class PreparedDataLoader(DataLoader):
     @property
     def total_batch_size(self) -> int | None:
         """Samples per step over all processes (Accelerate's name)."""
-        sharded = isinstance(self._shard, ShardedBatchSampler) and self._shard.per_process_batch_size is not None
-        if sharded and loader.batch_size is not None:
+        if isinstance(self._shard, ShardedBatchSampler) and self._shard.per_process_batch_size is not None:
             return self._shard.per_process_batch_size * self._world
         return None if self.batch_size is None else self.batch_size * self._world
 

@@ -140,3 +140,8 @@ def test_batch_size_reads_this_processes_batch_size():
     assert prepared(DataLoader(DATA, batch_size=4), split_batches=True).batch_size == 2
     assert prepared(DataLoader(DATA, batch_size=None)).batch_size is None  # one sample at a time, as given
     assert indices(prepared(DataLoader(DATA, batch_size=4), rank=1)) == [[4, 5, 6, 7], [2, 3, 4, 5]]
+
+
+def test_total_batch_size_counts_every_process():
+    assert prepared(DataLoader(DATA, batch_size=4)).total_batch_size == 8
+    assert prepared(DataLoader(DATA, batch_size=4), split_batches=True).total_batch_size == 4
