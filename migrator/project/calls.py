@@ -5,9 +5,11 @@ or something else."""
 from __future__ import annotations
 
 import ast
+from typing import Callable
 
 from migrator.findings import FileResult, FileStatus, is_refusal
 from migrator.project.index import ACCELERATOR, FileIndex
+from migrator.verify.program import Program
 
 
 
@@ -26,7 +28,8 @@ def check_caller(f: FileIndex, threaded, result: FileResult, prepared, loader_ca
     except SyntaxError:
         return mine
     roles = _roles(result.after, dict(loader_calls))
-    torch_devices = _torch_devices(result.before)
+    before = Program.parse(result.before or "")
+    was_torch_device = before.is_torch_device if before is not None else (lambda name: False)
     spelled = {c.spelling: c.target for c in f.calls if c.target in threaded}
     dropped, found = set(), set()
     parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
@@ -42,12 +45,12 @@ def check_caller(f: FileIndex, threaded, result: FileResult, prepared, loader_ca
             dropped.add(target)
             continue
         found.add(target)
-        prepared.setdefault(target, []).append(_call_kinds(node, parents, flat, roles, torch_devices))
-    _instance_calls(f, threaded, tree, parents, flat, roles, prepared, torch_devices)
+        prepared.setdefault(target, []).append(_call_kinds(node, parents, flat, roles, was_torch_device))
+    _instance_calls(f, threaded, tree, parents, flat, roles, prepared, was_torch_device)
     return dropped | (mine - found)
 
 
-def _instance_calls(f: FileIndex, threaded, tree: ast.Module, parents, flat, roles, prepared, torch_devices) -> None:
+def _instance_calls(f: FileIndex, threaded, tree: ast.Module, parents, flat, roles, prepared, was_torch_device) -> None:
     """What the calls of instances of threaded classes pass their methods (`es(score,
     model)`: `EarlyStopping.__call__`), under (file, "Class.method"): the callers' stub makes
     the same calls, so the class's migration sees which parameters are prepared."""
@@ -64,12 +67,12 @@ def _instance_calls(f: FileIndex, threaded, tree: ast.Module, parents, flat, rol
             (path, cls), method = instances[spelling_of(node.func.value)], node.func.attr
         else:
             continue
-        prepared.setdefault((path, f"{cls}.{method}"), []).append(_call_kinds(node, parents, flat, roles, torch_devices))
+        prepared.setdefault((path, f"{cls}.{method}"), []).append(_call_kinds(node, parents, flat, roles, was_torch_device))
 
 
-def _call_kinds(node: ast.Call, parents, flat, roles, torch_devices: frozenset[str]) -> dict[object, str]:
+def _call_kinds(node: ast.Call, parents, flat, roles, was_torch_device: Callable[[str], bool]) -> dict[object, str]:
     """What the call passes each parameter, and whether only the main process makes it."""
-    kinds = _kinds(node, _Scopes(node, parents, flat), roles, torch_devices)
+    kinds = _kinds(node, _Scopes(node, parents, flat), roles, was_torch_device)
     kinds[MAIN_ONLY] = "main" if _under_main_process(node, parents) else "every"
     return kinds
 
@@ -216,29 +219,6 @@ def _built_before(nodes, name: str, parents: dict[int, ast.AST], depth: int = 0)
     return bool(values) and all(built(v) for v in values)
 
 
-def _torch_devices(text: str | None) -> frozenset[str]:
-    """Names the caller's original binds to a `torch.device(...)` only: a callee comparing
-    one with a string (`device == "cuda"`) compared a torch.device before the migration too."""
-    try:
-        tree = ast.parse(text or "")
-    except SyntaxError:
-        return frozenset()
-    values: dict[str, list[ast.AST]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    values.setdefault(target.id, []).append(node.value)
-                else:
-                    for element in ast.walk(target):
-                        if isinstance(element, ast.Name) and isinstance(element.ctx, ast.Store):
-                            values.setdefault(element.id, []).append(None)
-    return frozenset(
-        name for name, found in values.items()
-        if all(isinstance(v, ast.Call) and (spelling_of(v.func) or "").rsplit(".", 1)[-1] == "device" for v in found)
-    )
-
-
 def _prepared_names(nodes) -> tuple[set[str], set[str]]:
     """Names bound from `accelerator.prepare(...)`, and names bound to `accelerator.device`."""
     prepared, devices = set(), set()
@@ -265,12 +245,12 @@ def _roles(text: str, loader_calls: dict[str, tuple[int, ...]]) -> dict[str, str
     return {name: role.name.lower() for name, role in analysis.roles.roles.items()}
 
 
-def _kinds(call: ast.Call, scopes: _Scopes, roles: dict[str, str], torch_devices: frozenset[str] = frozenset()) -> dict[object, str]:
+def _kinds(call: ast.Call, scopes: _Scopes, roles: dict[str, str], was_torch_device: Callable[[str], bool]) -> dict[object, str]:
     def kind(value: ast.AST) -> str:
         if isinstance(value, ast.Attribute) and value.attr == "device" and spelling_of(value.value) == ACCELERATOR:
             return "device"
         found = scopes.kind(value.id) if isinstance(value, ast.Name) else None
-        if found == "device" and value.id in torch_devices:
+        if found == "device" and was_torch_device(value.id):
             return TORCH_DEVICE  # a torch.device before the migration too (lufficc/SSD's train.py)
         if found == "prepared":
             return f"prepared:{roles.get(value.id, '')}"

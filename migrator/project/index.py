@@ -1107,19 +1107,22 @@ def _imported(path: str, tree: ast.Module, run: dict[str, str], root: str, trees
                 owner = _resolve(node.module or "", node.level, path, run, root, extended)
                 if owner is not None and owner != path:
                     functions[local] = (owner, alias.name)
-    bound = _bound_elsewhere(tree)
+    others, imported_locally = _bound_elsewhere(tree)
+    bound = others | imported_locally
     modules = {k: v for k, v in modules.items() if k not in bound and v != path}
     functions = {k: v for k, v in functions.items() if k not in bound}
-    for local, target in _local_imports(path, tree, run, root, extended).items():
+    for local, target in _local_imports(path, tree, run, root, extended, others).items():
         functions.setdefault(local, target)
     return modules | _submodules(modules, run), functions
 
 
-def _local_imports(path: str, tree: ast.Module, run: dict[str, str], root: str, extended: bool) -> dict[str, tuple[str, str]]:
+def _local_imports(
+    path: str, tree: ast.Module, run: dict[str, str], root: str, extended: bool, others: set[str],
+) -> dict[str, tuple[str, str]]:
     """`from pybert.io.task_data import TaskData` inside `main()` (lonePatient/Bert's
     run_bert.py, under `if args.do_data:`): a function or class of the run imported where
     it is used. Only a name every such import binds to the same definition, and nothing
-    else binds."""
+    else binds (`others`)."""
     top = {id(n) for n in tree.body}
     found: dict[str, set[tuple[str, str] | None]] = {}
     for node in ast.walk(tree):
@@ -1131,7 +1134,6 @@ def _local_imports(path: str, tree: ast.Module, run: dict[str, str], root: str, 
             sub = f"{node.module}.{alias.name}" if node.module else alias.name
             owner = None if _resolve(sub, node.level, path, run, root, extended) else _resolve(node.module or "", node.level, path, run, root, extended)
             found.setdefault(alias.asname or alias.name, set()).add((owner, alias.name) if owner and owner != path else None)
-    others = _bound_elsewhere(tree, local_imports=False)
     return {
         name: targets.pop() for name, targets in found.items()
         if len(targets) == 1 and None not in targets and name not in others
@@ -1255,11 +1257,12 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def _bound_elsewhere(tree: ast.Module, local_imports: bool = True) -> set[str]:
-    """Names bound by anything but a module-level import (an import inside a function
-    too, unless `local_imports` is False): such a name may not be the module."""
+def _bound_elsewhere(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """Names bound by anything but a module-level import (such a name may not be the
+    module), as those bound otherwise and those an import inside a function binds."""
     top_imports = {id(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))}
     names: set[str] = set()
+    imported: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
@@ -1267,11 +1270,11 @@ def _bound_elsewhere(tree: ast.Module, local_imports: bool = True) -> set[str]:
             names.add(node.name)
         elif isinstance(node, ast.arg):
             names.add(node.arg)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top_imports and local_imports:
-            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top_imports:
+            imported.update((a.asname or a.name).split(".")[0] for a in node.names)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             names.update(node.names)
-    return names
+    return names, imported
 
 
 def candidates(

@@ -18,8 +18,8 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.ast_imports import qualify
-from migrator.project.entries import instances_of
-from migrator.project.index import FileIndex, chain, trees_mentioning
+from migrator.project.entries import instance_method_calls
+from migrator.project.index import FileIndex, trees_mentioning
 
 # the draws of a permutation from a global generator → the seeds that make it alike
 _DRAWS = {
@@ -47,23 +47,14 @@ def split_helper_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -
         return {}
     out: dict[str, set[tuple[str, str, str, str, int]]] = {}
     for path, f in files.items():
-        try:
-            tree = ast.parse(sources.get(path, b""))
-        except (SyntaxError, ValueError):
-            continue
-        targets = {call.spelling: call.target for call in f.calls if call.target[0] != path}
-        instances = {name: made for name, made in instances_of(sources.get(path, b""), f, files).items() if made[0] != path}
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call):
-                continue
-            spelling = chain(node.func) or ""
-            target = targets.get(spelling)
-            if target is None and isinstance(node.func, ast.Attribute) and chain(node.func.value) in instances:
-                made = instances[chain(node.func.value)]
-                target = (made[0], f"{made[1]}.{node.func.attr}")
-            found = splitters.get(target) if target else None
-            if found is not None:
-                draw, seed, param = found
+        calls = [(c.spelling, c.target) for c in f.calls if c.target[0] != path]
+        calls += [
+            (f"{name}.{method}", (made[0], f"{made[1]}.{method}"))
+            for name, made, method in instance_method_calls(sources.get(path, b""), f, files) if made[0] != path
+        ]
+        for spelling, target in calls:
+            if target in splitters:
+                draw, seed, param = splitters[target]
                 out.setdefault(path, set()).add((spelling, draw, seed, param or "", _position(param, target, files)))
     return {path: tuple(sorted(calls)) for path, calls in out.items()}
 

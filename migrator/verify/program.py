@@ -160,6 +160,16 @@ class Program:
         """Every value assigned to `name` (or to `self.<name>`'s last part when dotted)."""
         return [a.value for a in self.assigns if a.value is not None and a.target == name]
 
+    def is_torch_device(self, name: str) -> bool:
+        """Every value `name` is given makes a torch.device (`torch.device(...)`,
+        `accelerator.device` through `current_accelerator()`): compared with a string it was
+        False before any migration too."""
+        values = self.values_of(name)
+        return bool(values) and all(
+            any(isinstance(n, ast.Call) and last(call_name(n)) in ("device", "current_accelerator") for n in ast.walk(v))
+            for v in values
+        )
+
     def is_accelerator(self, expr: ast.AST) -> bool:
         name = dotted(expr)
         if name is None:

@@ -348,7 +348,7 @@ def _device_strings(pair: Pair) -> Iterator[Problem]:
     devices = {
         a.target for a in program.assigns
         if isinstance(a.value, ast.Attribute) and a.value.attr == "device" and program.is_accelerator(a.value.value)
-        and not _was_torch_device(pair.before, a.target)
+        and not pair.before.is_torch_device(a.target)
     }
     if not devices:
         return
@@ -369,10 +369,3 @@ def _device_strings(pair: Pair) -> Iterator[Problem]:
                 f"used as a string here; compare `{used}.type` instead",
             )
 
-
-def _was_torch_device(before: Program, name: str) -> bool:
-    values = before.values_of(name)
-    return bool(values) and all(
-        any(isinstance(n, ast.Call) and last(call_name(n)) in ("device", "current_accelerator") for n in ast.walk(v))
-        for v in values
-    )
