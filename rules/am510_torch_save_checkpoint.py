@@ -7,6 +7,7 @@ import libcst as cst
 from migrator.analysis import dotted_name
 from migrator.analysis.saving import Save, barrier_anchor, optimizers_in, paired_loads, saves
 from migrator.analysis.walk import descendants
+from migrator.analysis.roles import module_classes
 from migrator.analysis.reach import CALLERS_STUB, DRIVEN_LATER, NO_ACCELERATOR_YET, ONE_PROCESS, run_by_other_files
 from migrator.edits import Edit, Fix, insert_after, insert_before, replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -216,16 +217,25 @@ class TorchSaveCheckpoint(Rule):
         of `self` (a model a caller hands in), not of a model made here."""
         if function is None or not call.args:
             return False
-        params = {p.name.value for p in function.params.params}
+        params = {p.name.value for p in function.params.params} | {"self"}
+        if self._in_a_model(function):
+            params.discard("self")
         for node in descendants(call.args[0].value):
             func = node.func if isinstance(node, cst.Call) else None
             if isinstance(func, cst.Attribute) and func.attr.value == "state_dict":
                 root = func.value
                 while isinstance(root, (cst.Attribute, cst.Call)):  # `network.cpu().state_dict()`
                     root = root.value if isinstance(root, cst.Attribute) else root.func
-                if isinstance(root, cst.Name) and (root.value in params or root.value == "self"):
+                if isinstance(root, cst.Name) and root.value in params:
                     return True  # a parameter, or what the object keeps (a base trainer's `self.model`)
         return False
+
+    def _in_a_model(self, function: cst.FunctionDef) -> bool:
+        """A method of one of this file's nn.Module classes: `self.backbone` is a layer of
+        the model itself, never wrapped (DDP calls into the model it wraps)."""
+        facts = self.analysis.facts
+        cls = facts.method_of.get(id(function))
+        return cls is not None and cls.name.value in module_classes(facts)
 
     def _audience(self, save: Save) -> str:
         """Under a main-process guard the save already runs once: what is left is the wrap."""

@@ -74,6 +74,12 @@ _SHARE = (
     "; it reads {loaders} prepared, so only this process's share of it, and what it computes "
     "from it stands for the whole data: gather it there by hand, or keep this loader out of prepare()"
 )
+# ... and for one that trains on it: the share is right, only its figures are partial
+_SHARE_TRAINING = (
+    "; it reads {loaders} prepared: this process's share, as training on N processes should; the losses "
+    "and accuracies it counts or prints cover that share only: print them on the main process, and reduce "
+    "them across processes where they must stand for the whole data"
+)
 _TWIN = (
     "; it is handed {loaders} as it was before prepare() ({twins}), so it sees all the data "
     "on every process while the rest of the run reads its share"
@@ -211,7 +217,7 @@ class TrainingInAnotherModule(Rule):
                 c.func, module, what, inherits, members, through_methods=bool(shared), reads_whole=bool(whole), own_share=own_share,
             )
             if shared:
-                advice += _SHARE.format(loaders=", ".join(shared))
+                advice += self._share(c.func or function, what).format(loaders=", ".join(shared))
             advice += whole
             self.report(c.node, call=c.func or function, module=module, what=what, advice=advice)
 
@@ -221,6 +227,17 @@ class TrainingInAnotherModule(Rule):
         distributed, served by the default process group the Accelerator makes."""
         return "optimizer" not in what and call in self.ctx.config.project_gathering_readers
 
+    def _evaluates(self, call: str, what: str) -> bool:
+        """Named for an evaluation and handed no optimizer (here, or by what its body does
+        with its parameters)."""
+        by_use = {role for spelling, keys in self.ctx.config.project_roles if spelling == call for _, role in keys}
+        return bool("optimizer" not in what and "optimizer" not in by_use and _EVALUATION_WORDS.search(call.rpartition(".")[2]))
+
+    def _share(self, call: str, what: str) -> str:
+        """What reading a prepared loader means for it: an evaluation computes partial
+        figures as if whole; a training function trains on its share, as it should."""
+        return _SHARE if self._evaluates(call, what) else _SHARE_TRAINING
+
     def _advice(
         self, call: str, module: str, what: str, inherits: dict[str, tuple[str, str]], members: set[str],
         through_methods: bool = False, reads_whole: bool = False, own_share: bool = False,
@@ -229,8 +246,7 @@ class TrainingInAnotherModule(Rule):
         named for an evaluation and handed no optimizer (here, or by what its body does with
         its parameters) needs it for its metrics and prints, not a backward; handed no loader
         either, for its prints alone."""
-        by_use = {role for spelling, keys in self.ctx.config.project_roles if spelling == call for _, role in keys}
-        evaluates = "optimizer" not in what and "optimizer" not in by_use and _EVALUATION_WORDS.search(call.rpartition(".")[2])
+        evaluates = self._evaluates(call, what)
         if evaluates and own_share:
             parts = "metrics and prints (it builds its loaders with a DistributedSampler: this process's share)"
         elif evaluates and ("loader" not in what or reads_whole) and not through_methods:
@@ -290,7 +306,7 @@ class TrainingInAnotherModule(Rule):
                 base, file = inherits[c.func]
                 advice = _INHERITS.format(module=module, call=c.func, base=base, file=file, prepare=_prepared_where(what)) + whole
             if shared:
-                advice += _SHARE.format(loaders=", ".join(shared))
+                advice += self._share(c.func, what).format(loaders=", ".join(shared))
             self.report(c.node, call=c.func, module=module, what=what, advice=advice)
 
     def _pass_accelerator(self, spellings: set[str]) -> None:

@@ -179,6 +179,7 @@ def index(sources: dict[str, str]) -> dict[str, FileIndex]:
     run = {os.path.abspath(p): p for p in trees}
     root = run_root(run) if run else ""
     out = {}
+    through: dict[tuple[str, str], set[tuple[str, str]]] = {}  # a factory → the factories it returns the making of
     for path, tree in trees.items():
         out[path] = _index_file(path, tree, run, root, trees)
     for path, tree in trees.items():
@@ -192,7 +193,12 @@ def index(sources: dict[str, str]) -> dict[str, FileIndex]:
         if has_bases:
             _hold_subclasses(path, tree, out, imported, run, root, trees)
         if factories:
-            _note_factories(path, tree, factories, out, imported, run, root, trees)
+            through.update(_note_factories(path, tree, factories, out, imported, run, root, trees))
+    for _ in range(3):  # `create(name)` → `resnet50(**kw)` → `ResNet(50, **kw)`
+        for (path, name), factories_called in through.items():
+            function = out[path].functions[name]
+            more = {m for f in factories_called if f[0] in out and f[1] in out[f[0]].functions for m in out[f[0]].functions[f[1]].makes}
+            function.makes = tuple(sorted(set(function.makes) | more))
     return out
 
 
@@ -279,16 +285,22 @@ def _hold_subclasses(
 def _note_factories(
     path: str, tree: ast.Module, factories: list[ast.FunctionDef], files: dict[str, FileIndex], imported: tuple[dict, dict],
     run: dict[str, str], root: str, trees: dict[str, ast.Module],
-) -> None:
+) -> dict[tuple[str, str], set[tuple[str, str]]]:
     """Attention-Gated-Networks' `get_model(opts)` imports the class it builds inside the
     function (`from .feedforward_seg_model import FeedForwardSegmentation`) and returns an
     instance of it; pix2pixHD's `create_model(opt)` picks one of three. Function.makes
     keeps those classes, so a file calling `model = get_model(...)`, then
     `model.optimize_parameters()`, is known to drive their training (project/drives.py).
+    A factory may return what another factory makes, directly or picked from a table of
+    them (open-reid's `create(name)`: `return __factory[name](*args, **kwargs)` over
+    `{'resnet50': resnet50, ...}`, each `return ResNet(50, **kwargs)`): returned as
+    (this factory → those factories), for the index to follow once every file is read.
     `factories`: its top-level functions the index keeps; `imported` as for _hold_subclasses."""
     modules, functions = imported
     extended = _extends_path(path, tree, run, root, trees)
-    own = {n.name: (path, n.name) for n in tree.body if isinstance(n, ast.ClassDef)}  # a factory beside its class
+    own = {n.name: (path, n.name) for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}  # a factory beside its class
+    tables = _tables(tree)
+    through: dict[tuple[str, str], set[tuple[str, str]]] = {}
     for node in factories:
         local = {**own, **functions}
         for inner in ast.walk(node):
@@ -303,12 +315,33 @@ def _note_factories(
         ]
         made = set()
         for call in built:
-            target, _ = _target(call.func, modules, local)
-            target = target and _defined_in(*target, run, root, trees)
-            tree_of = trees.get(target[0]) if target else None
-            if tree_of is not None and any(isinstance(c, ast.ClassDef) and c.name == target[1] for c in tree_of.body):
-                made.add(target)
+            func = call.func
+            picked = tables.get(func.value.id, ()) if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name) else ()
+            for callee in [ast.Name(id=name) for name in picked] or [func]:
+                target, _ = _target(callee, modules, local)
+                target = target and _defined_in(*target, run, root, trees)
+                tree_of = trees.get(target[0]) if target else None
+                defined = {c.name: c for c in tree_of.body if isinstance(c, (ast.ClassDef, ast.FunctionDef))} if tree_of else {}
+                if isinstance(defined.get(target[1] if target else ""), ast.ClassDef):
+                    made.add(target)
+                elif target is not None and target != (path, node.name) and target[1] in defined:
+                    through.setdefault((path, node.name), set()).add(target)
         files[path].functions[node.name].makes = tuple(sorted(made))
+    return through
+
+
+def _tables(tree: ast.Module) -> dict[str, tuple[str, ...]]:
+    """Module-level dicts of names (`__factory = {'resnet50': resnet50, ...}`): name →
+    the names it holds."""
+    out = {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Dict) and node.value.values
+            and all(isinstance(v, ast.Name) for v in node.value.values)
+        ):
+            out[node.targets[0].id] = tuple(v.id for v in node.value.values)
+    return out
 
 
 def _functions(tree: ast.Module) -> dict[str, Function]:
@@ -329,7 +362,7 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
         kwonly = tuple(p.arg for p in a.kwonlyargs)
         shaped = (
             seen.get(node.name) == 1 and a.kwarg is None and all(_grad_mode(d) for d in node.decorator_list)
-            and ACCELERATOR not in params and not a.posonlyargs and _trains(node)
+            and ACCELERATOR not in params and not a.posonlyargs and _trains(node) and not _is_model(node)
             and (init is not None or not _returns_outputs(node, params))
         )
         ok = shaped and ACCELERATOR not in kwonly
@@ -353,6 +386,17 @@ def _functions(tree: ast.Module) -> dict[str, Function]:
         if out[node.name].module_params:
             out[node.name].module_flags = _module_flags(node, function, init is not None)
     return out
+
+
+def _is_model(node: ast.AST) -> bool:
+    """A model class (`class Net(nn.Module)`, or one with a `forward`): it never keeps the
+    Accelerator. DDP wraps it, a copy of it (`copy.deepcopy(model)` for an EMA) or a pickle
+    would carry the Accelerator along, and its constructor is called outside training
+    too; a save of its own (`model.save_checkpoint(path)`) is gated where it is called."""
+    if not isinstance(node, ast.ClassDef):
+        return False
+    named = any((chain(b) or "").split(".")[-1] == "Module" for b in node.bases)
+    return named or any(isinstance(m, ast.FunctionDef) and m.name == "forward" for m in node.body)
 
 
 def _kept_params(init: ast.FunctionDef, params: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
@@ -1235,18 +1279,62 @@ def chain(node: ast.AST) -> str | None:
 
 
 def _instances(tree: ast.Module, modules, functions) -> dict[str, tuple[str, str]]:
-    """Names bound once, to a call of something of another file of the run
-    (`es = utils.EarlyStopping(patience=5)`): what their calls (`es(score, model)`) run."""
+    """Names bound to a call of something of another file of the run, and to nothing else
+    (`es = utils.EarlyStopping(patience=5)`): what their calls (`es(score, model)`) run. A
+    name bound again to a wrapper of itself (`self.model = nn.DataParallel(self.model)`,
+    `convert_model(self.model).cuda()`) still holds the instance underneath, and a name
+    bound to such a name or to its `.module` (lidar-bonnetal's `self.model_single =
+    self.model.module`) is that instance too."""
     bound: dict[str, list[tuple[str, str] | None]] = {}
-    for node in ast.walk(tree):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+    aliases: dict[str, set[str]] = {}
+    assignments = sorted(
+        (n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
+    for node in assignments:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        value = node.value if len(targets) == 1 and not isinstance(node, ast.AugAssign) else None
         for target in targets:
             name = _dotted(target)
             if name is None:
                 continue
-            made = _target(node.value.func, modules, functions)[0] if isinstance(node.value, ast.Call) and len(targets) == 1 else None
+            made = _target(value.func, modules, functions)[0] if isinstance(value, ast.Call) else None
+            if made is None and value is not None and _wraps(value, name):
+                continue
+            held = _held(value) if made is None and value is not None else None
+            if held is not None and held != name:
+                aliases.setdefault(name, set()).add(held)
+                bound.setdefault(name, [])
+                continue
             bound.setdefault(name, []).append(made)
-    return {name: made[0] for name, made in bound.items() if len(made) == 1 and made[0] is not None}
+    found = {name: made[0] for name, made in bound.items() if len(made) == 1 and made[0] is not None and name not in aliases}
+    for name, held in aliases.items():
+        made = {found.get(h) for h in held} | set(bound[name])
+        if len(made) == 1 and None not in made:
+            found[name] = made.pop()
+    return found
+
+
+# methods that hand back the module they are called on
+_SELF_RETURNING = {"cuda", "to", "cpu", "train", "eval", "float", "half", "double", "bfloat16", "requires_grad_"}
+
+
+def _wraps(value: ast.expr, name: str) -> bool:
+    """`nn.DataParallel(name, ...)`, `name.cuda()`, `convert_model(name).cuda()`: the
+    object `name` holds, wrapped or moved."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    if isinstance(func, ast.Attribute) and func.attr in _SELF_RETURNING:
+        return _dotted(func.value) == name or _wraps(func.value, name)
+    return bool(value.args) and _dotted(value.args[0]) == name
+
+
+def _held(value: ast.expr) -> str | None:
+    """`self.model` or `self.model.module`: the name whose object this is."""
+    if isinstance(value, ast.Attribute) and value.attr == "module":
+        return _dotted(value.value)
+    return _dotted(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
 
 
 def _dotted(node: ast.AST) -> str | None:

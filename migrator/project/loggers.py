@@ -60,7 +60,7 @@ def _wrapping_classes(tree: ast.Module) -> set[str]:
     and that do nothing else a training class does: no loop, no backward, no step."""
     out = set()
     for node in tree.body:
-        if not isinstance(node, ast.ClassDef) or any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(node)):
+        if not isinstance(node, ast.ClassDef):
             continue
         if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _TRAINS for n in ast.walk(node)):
             continue
@@ -69,6 +69,21 @@ def _wrapping_classes(tree: ast.Module) -> set[str]:
             value = statement.value if isinstance(statement, ast.Assign) else None
             func = value.func if isinstance(value, ast.Call) else None
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-            if name in _WRITERS and any(isinstance(t, ast.Attribute) for t in statement.targets):
+            kept = [t.attr for t in statement.targets if isinstance(t, ast.Attribute)] if name in _WRITERS else []
+            if kept and _only_logs(node, init, kept[0]):
                 out.add(node.name)
     return out
+
+
+def _only_logs(cls: ast.ClassDef, init: ast.FunctionDef, writer: str) -> bool:
+    """No loop, or loops only in methods that each write through the writer and read no
+    loader (the image and histogram summaries of a TensorBoard logger loop over what they
+    are given; an evaluator keeping a writer loops over its data)."""
+    for method in (m for m in cls.body if isinstance(m, ast.FunctionDef) and m is not init):
+        if not any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(method)):
+            continue
+        writes = any(isinstance(n, ast.Attribute) and n.attr == writer for n in ast.walk(method))
+        reads_data = any(isinstance(n, (ast.Name, ast.Attribute)) and "loader" in (n.id if isinstance(n, ast.Name) else n.attr).lower() for n in ast.walk(method))
+        if not writes or reads_data:
+            return False
+    return True

@@ -26,6 +26,7 @@ def unused_models(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
     from migrator.analysis.ddp_options import describe
 
     targets = {c.target for f in files.values() for c in f.calls if c.target[0] != f.path}
+    targets |= {m for t in list(targets) for m in _made_by(files, t)}
     found: dict[tuple[str, str], object] = {}  # (file, class) -> its first unused part
     for path in sorted({t[0] for t in targets}):
         data = sources.get(path, b"")
@@ -36,12 +37,20 @@ def unused_models(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
     for path, f in files.items():
         calls = set()
         for c in f.calls:
-            if c.target in found and c.target[0] != path:
-                where = os.path.relpath(c.target[0], os.path.dirname(path) or os.curdir)
-                calls.add((c.spelling, describe(found[c.target], where)))
+            built = [t for t in [c.target, *_made_by(files, c.target)] if t in found and t[0] != path]
+            if built and c.target[0] != path:  # a class, or a factory of the run that makes one (`models.create(arch)`)
+                where = os.path.relpath(built[0][0], os.path.dirname(path) or os.curdir)
+                calls.add((c.spelling, describe(found[built[0]], where)))
         if calls:
             out[path] = tuple(sorted(calls))
     return out
+
+
+def _made_by(files: dict[str, FileIndex], target: tuple[str, str]) -> tuple[tuple[str, str], ...]:
+    """The classes a factory of the run returns an instance of (Function.makes)."""
+    owner = files.get(target[0])
+    function = owner.functions.get(target[1]) if owner is not None else None
+    return function.makes if function is not None and not function.is_class else ()
 
 
 def _unused_parts(data: bytes) -> list:

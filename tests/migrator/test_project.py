@@ -4341,3 +4341,131 @@ def test_a_split_helper_of_another_file_drawing_its_own_order_is_named_at_the_ca
     found = [f for f in _results([os.path.join(root, "train.py")])["train.py"].findings if f.code == "AM227"]
     assert sorted(f.start.line for f in found) == [10, 12], found
     assert any("pass `seed=` the same value" in f.message for f in found) and any("`np.random.seed(...)`" in f.message or "numpy.random.seed" in f.message for f in found), found
+
+
+def test_a_model_wrapped_in_place_and_aliased_is_still_the_run_s_instance() -> None:
+    """lidar-bonnetal's Trainer: `self.model = Segmentator(...)`, then `self.model =
+    nn.DataParallel(self.model)`, `convert_model(self.model).cuda()` and `self.model_single
+    = self.model.module`: the wrapper holds the same Segmentator, so
+    `self.model_single.save_checkpoint(...)` runs the model file's save on every process. A
+    name bound to something else as well is no instance."""
+    from migrator.project.index import index
+
+    model = "import torch\n\n\nclass Net(torch.nn.Module):\n    def save_checkpoint(self, path):\n        torch.save(self.fc.state_dict(), path)\n"
+    trainer = textwrap.dedent('''
+        import torch.nn as nn
+        from model import Net
+
+        class Trainer:
+            def __init__(self):
+                self.model = Net()
+                self.model_single = self.model
+                self.model = nn.DataParallel(self.model)
+                self.model = convert_model(self.model).cuda()
+                self.model_single = self.model.module
+                self.other = Net()
+                self.other = make_something_else()
+
+            def train(self):
+                self.model_single.save_checkpoint("best")
+    ''')
+    instances = index({"model.py": model, "trainer.py": trainer})["trainer.py"].instances
+    assert instances == {"self.model": ("model.py", "Net"), "self.model_single": ("model.py", "Net")}
+
+
+def test_a_save_of_the_model_s_own_layers_by_code_other_files_run_is_not_told_to_unwrap(tmp_path) -> None:
+    """A method of the model class saving `self.backbone.state_dict()`: `self` is the model
+    DDP wraps, not the wrapper, so the layers' keys carry no `module.`; the save still runs
+    on every process and is named (AM510), without the advice to unwrap."""
+    model = (
+        "import torch\n\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.backbone = torch.nn.Linear(4, 1)\n\n    def forward(self, x):\n        return self.backbone(x)\n\n"
+        "    def save_checkpoint(self, path):\n        torch.save(self.backbone.state_dict(), path)\n"
+    )
+    main = textwrap.dedent('''
+        import torch
+        from model import Net
+
+        def main():
+            model = Net()
+            model_single = model
+            model = torch.nn.DataParallel(model)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randn(8, 1)))
+            for x, y in loader:
+                optimizer.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+            model_single.save_checkpoint("best.pt")
+
+        if __name__ == "__main__":
+            main()
+    ''')
+    results = _results([_project(tmp_path, **{"main.py": main, "model.py": model})])
+    saves = [f for f in results["model.py"].findings if f.code == "AM510"]
+    assert len(saves) == 1 and "other files of the run call this code" in saves[0].message, results["model.py"].findings
+    assert "unwrapped" not in saves[0].message
+
+
+def test_a_logger_whose_summaries_loop_over_what_they_are_given_is_a_logger() -> None:
+    """The TensorBoard logger many projects copy (lidar-bonnetal's common/logger.py) loops
+    over the images and histogram bins it is handed: still a logger. A class keeping a
+    writer that loops over a loader is an evaluator, not one."""
+    logs = textwrap.dedent('''
+        import tensorflow as tf
+
+        class Logger(object):
+            def __init__(self, log_dir):
+                self.writer = tf.summary.FileWriter(log_dir)
+
+            def image_summary(self, tag, images, step):
+                summaries = []
+                for i, img in enumerate(images):
+                    summaries.append(tf.Summary.Value(tag=f"{tag}/{i}", image=img))
+                self.writer.add_summary(tf.Summary(value=summaries), step)
+
+        class Evaluator(object):
+            def __init__(self, log_dir):
+                self.writer = tf.summary.FileWriter(log_dir)
+
+            def run(self, loader):
+                for batch in loader:
+                    self.writer.add_summary(batch)
+    ''')
+    main = "from logs import Logger, Evaluator\n\nLogger('runs')\nEvaluator('runs').run([])\n"
+    sources = {"logs.py": logs, "main.py": main}
+    found = project.logger_calls({p: t.encode() for p, t in sources.items()}, project.index(sources))
+    assert found == {"main.py": ("Logger",)}
+
+
+def test_a_model_picked_from_a_table_of_factories_is_read_for_an_unused_head(tmp_path) -> None:
+    """open-reid's `models.create(args.arch)`: `create` returns `__factory[name](...)` over
+    `{'resnet50': resnet50, ...}`, and `resnet50(**kw)` returns `ResNet(50, **kw)`, whose
+    forward walks `self.base._modules` and stops at `avgpool`: the head gets no gradient,
+    named at the factory's call as at the class's."""
+    resnet = textwrap.dedent('''
+        import torch.nn as nn
+        import torchvision
+
+        class ResNet(nn.Module):
+            def __init__(self, depth):
+                super().__init__()
+                self.base = torchvision.models.resnet50(pretrained=False)
+
+            def forward(self, x):
+                for name, module in self.base._modules.items():
+                    if name == 'avgpool':
+                        break
+                    x = module(x)
+                return x
+
+        def resnet50(**kwargs):
+            return ResNet(50, **kwargs)
+    ''')
+    models = "from .resnet import *\n\n__factory = {\n    'resnet50': resnet50,\n}\n\n\ndef create(name, *args, **kwargs):\n    return __factory[name](*args, **kwargs)\n"
+    main = "import models\n\nmodel = models.create('resnet50')\n"
+    sources = {"models/__init__.py": models, "models/resnet.py": resnet, "main.py": main}
+    files = project.index(sources)
+    assert files["models/__init__.py"].functions["create"].makes == (("models/resnet.py", "ResNet"),)
+    found = project.unused_models({p: t.encode() for p, t in sources.items()}, files)
+    assert [call for call, _ in found["main.py"]] == ["models.create"], found
