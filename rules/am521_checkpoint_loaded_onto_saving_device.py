@@ -84,9 +84,9 @@ class CheckpointLoadedOntoSavingDevice(Rule):
             return
         states = _state_dict_sources(analysis)
         for fact in analysis.facts.calls:
-            if (fact.qualified or "") not in _LOADS or _has_location(fact.node):
+            if (fact.qualified or "") not in _LOADS or _has_location(analysis, fact.node):
                 continue
-            if not _feeds_load_state_dict(analysis, fact.node, states):
+            if not (_feeds_load_state_dict(analysis, fact.node, states) or shared and _handed_back(analysis, fact.node)):
                 continue
             if shared:
                 if run_by_other_files(analysis, fact.node, config.run_callers, config.project_unpassed):
@@ -98,8 +98,43 @@ class CheckpointLoadedOntoSavingDevice(Rule):
             self.report(fact.node, edits=[replace(fact.node, _mapped(fact.node, accelerator))], note="")
 
 
-def _has_location(call: cst.Call) -> bool:
-    return len(call.args) > 1 or any(a.keyword is not None and a.keyword.value == "map_location" for a in call.args)
+def _has_location(analysis, call: cst.Call) -> bool:
+    """A `map_location` that says where, always: not None, nor a name the function binds
+    to None on a GPU machine (deep-person-reid's `map_location = None if
+    torch.cuda.is_available() else 'cpu'`)."""
+    given = [a.value for a in call.args if a.keyword is not None and a.keyword.value == "map_location"]
+    given += [a.value for a in call.args[1:2] if a.keyword is None]
+    return bool(given) and not any(_may_be_none(analysis, call, value) for value in given)
+
+
+def _may_be_none(analysis, call: cst.Call, value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.Name) and value.value == "None":
+        return True
+    if not isinstance(value, cst.Name):
+        return False
+    function = analysis.branches.function_of(call)
+    for b in analysis.facts.bindings:
+        if b.name == value.value and b.value is not None and analysis.branches.function_of(b.value) is function:
+            if isinstance(b.value, cst.IfExp) and any(
+                isinstance(v, cst.Name) and v.value == "None" for v in (b.value.body, b.value.orelse)
+            ):
+                return True
+    return False
+
+
+def _handed_back(analysis, call: cst.Call) -> bool:
+    """`return torch.load(p)`, or `checkpoint = torch.load(p)` and then `return checkpoint`:
+    a load helper whose callers (in other files) load what it returns into their models."""
+    parent = analysis.parent(call)
+    if isinstance(parent, cst.Return):
+        return True
+    if not (isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name)):
+        return False
+    name = parent.targets[0].target.value
+    function = analysis.branches.function_of(call)
+    return function is not None and any(
+        isinstance(r.value, cst.Name) and r.value.value == name for r in analysis.nodes_under(function, "Return")
+    )
 
 
 def _state_dict_sources(analysis) -> set[str]:

@@ -4469,3 +4469,90 @@ def test_a_model_picked_from_a_table_of_factories_is_read_for_an_unused_head(tmp
     assert files["models/__init__.py"].functions["create"].makes == (("models/resnet.py", "ResNet"),)
     found = project.unused_models({p: t.encode() for p, t in sources.items()}, files)
     assert [call for call, _ in found["main.py"]] == ["models.create"], found
+
+
+def test_a_registered_model_saved_by_code_other_files_run_is_told_to_unwrap(tmp_path) -> None:
+    """deep-person-reid's Engine keeps the models it is handed (`self._models[name] =
+    model`) and saves `self._models[name].state_dict()` through a checkpoint helper; the
+    caller prepares what it hands in, so on N processes the keys carry `module.`: named
+    (AM501) in the engine, left as written. The optimizer saved beside it is no model."""
+    tools = "import torch\n\n\ndef mkdir(d):\n    pass\n\n\ndef save_checkpoint(state, path):\n    mkdir(path)\n    torch.save(state, path)\n"
+    engine = textwrap.dedent('''
+        from tools import save_checkpoint
+
+        class Engine:
+            def __init__(self):
+                self._models = {}
+                self._optims = {}
+
+            def register_model(self, name, model, optim):
+                self._models[name] = model
+                self._optims[name] = optim
+
+            def run(self, loader):
+                for name in self._models:
+                    for x, y in loader:
+                        self._optims[name].zero_grad()
+                        (self._models[name](x) - y).pow(2).mean().backward()
+                        self._optims[name].step()
+                    save_checkpoint({'state_dict': self._models[name].state_dict(), 'optimizer': self._optims[name].state_dict()}, name)
+    ''')
+    main = textwrap.dedent('''
+        import torch
+        from engine import Engine
+
+        def main():
+            model = torch.nn.Linear(4, 1)
+            engine = Engine()
+            engine.register_model('model', model, torch.optim.SGD(model.parameters(), lr=0.1))
+            engine.run([(torch.randn(2, 4), torch.randn(2, 1))])
+
+        if __name__ == "__main__":
+            main()
+    ''')
+    results = _results([_project(tmp_path, **{"main.py": main, "engine.py": engine, "tools.py": tools})])
+    found = [f for f in results["engine.py"].findings if f.code == "AM501"]
+    assert [f.message.split("`")[1] for f in found] == ["self._models[name].state_dict()"], results["engine.py"].findings
+    assert "other files of the run call this code" in found[0].message and not found[0].fixable
+
+
+def test_a_load_helper_handing_back_what_it_loads_is_told_where_to_load(tmp_path) -> None:
+    """open-reid's `load_checkpoint(fpath)` returns `torch.load(fpath)`, and deep-person-reid's
+    passes `map_location = None if torch.cuda.is_available() else 'cpu'`: on a GPU machine
+    both load onto the device the checkpoint was saved from, on every process (AM521 in
+    code other files run). A helper loading onto the CPU says where already."""
+    helpers = textwrap.dedent('''
+        import torch
+
+        def load_checkpoint(fpath):
+            checkpoint = torch.load(fpath)
+            return checkpoint
+
+        def load_maybe(fpath):
+            map_location = None if torch.cuda.is_available() else 'cpu'
+            return torch.load(fpath, map_location=map_location)
+
+        def load_cpu(fpath):
+            return torch.load(fpath, map_location='cpu')
+    ''')
+    main = textwrap.dedent('''
+        import torch
+        from helpers import load_checkpoint, load_maybe, load_cpu
+
+        def main():
+            model = torch.nn.Linear(4, 1)
+            model.load_state_dict(load_checkpoint("a.pt"))
+            model.load_state_dict(load_maybe("b.pt"))
+            model.load_state_dict(load_cpu("c.pt"))
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in [(torch.randn(2, 4), torch.randn(2, 1))]:
+                optimizer.zero_grad()
+                (model(x) - y).pow(2).mean().backward()
+                optimizer.step()
+
+        if __name__ == "__main__":
+            main()
+    ''')
+    results = _results([_project(tmp_path, **{"main.py": main, "helpers.py": helpers})])
+    lines = sorted(f.start.line for f in results["helpers.py"].findings if f.code == "AM521")
+    assert lines == [5, 10], results["helpers.py"].findings
