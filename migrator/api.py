@@ -266,7 +266,8 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     found = {f: readers[f](sources, views.get(f, files)) for f in wanted if f not in ("project_roles", "project_dir_makers", "project_output_writers")}
     if "project_drives" in found:  # whether the driven file is one the run writes, or one it only reads
         found["project_drives"] = {
-            path: tuple((*d, d[3] not in read_only) for d in drives) for path, drives in found["project_drives"].items()
+            path: tuple((*d, d[3] not in read_only, _held_by(files, read_only, d[3], d[4], path)) for d in drives)
+            for path, drives in found["project_drives"].items()
         }
     installed = project.installed_packages({p: f for p, f in files.items() if p not in read_only})
     if installed:  # a package installed from its own project: the installed copy runs
@@ -293,6 +294,15 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
             looked = _look_up(item, store, write=write)
             if isinstance(looked, FileResult):  # the file could not be read again
                 item.result = looked
+
+
+def _held_by(files, read_only: frozenset[str], path: str, name: str, caller: str) -> str:
+    """A file the run only reads that calls the driven class or function without an
+    Accelerator (pytorch-seq2seq's scripts/integration_test.py building SupervisedTrainer):
+    the run cannot update it, so the class is not threaded; "" when none does."""
+    target = (path, name.partition(".")[0])
+    holders = sorted(p for p in read_only if p != caller and p in files and any(c.target == target for c in files[p].calls))
+    return os.path.relpath(holders[0], os.path.dirname(caller) or os.curdir).replace(os.sep, "/") if holders else ""
 
 
 def _as_one_program(items: list[_File], store: Cache | None, around: list[_File] = ()) -> None:

@@ -90,7 +90,7 @@ class Config:
     project_inherits: tuple[tuple[str, str, str], ...] = ()
     project_bases: tuple[str, ...] = ()  # own classes a class of another file of the run builds on (project/index.py)
     # calls of other files' functions, classes and instances' methods that train: (spelling, line, column, file, name, the file is in the run) (project/drives.py)
-    project_drives: tuple[tuple[str, int, int, str, str, bool], ...] = ()
+    project_drives: tuple[tuple[str, int, int, str, str, bool, str], ...] = ()  # ..., in the run, a read-only file holding it back
     # the folder of a project of its own this file's package installs from (st-gcn's torchlight/,
     # holding torchlight/torchlight/): the installed copy is what runs (project/index.py)
     project_installed: str = ""

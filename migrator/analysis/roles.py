@@ -65,6 +65,17 @@ def module_classes(facts: Facts) -> set[str]:
     return found
 
 
+def _given_an_optimizer(call: cst.Call) -> bool:
+    """A learning-rate schedule is built on the optimizer it steps (a noise schedule,
+    `get_beta_schedule(beta_schedule=..., beta_start=...)`, on no optimizer)."""
+    for arg in call.args:
+        keyword = arg.keyword.value if arg.keyword is not None else ""
+        name = (dotted_name(arg.value) or "").rpartition(".")[2].lower()
+        if "optim" in keyword.lower() or "optim" in name or name in ("opt", "opt_g", "opt_d"):
+            return True
+    return False
+
+
 def role_of_value(
     value: cst.BaseExpression | None, imports: ImportTable, local_models: set[str]
 ) -> Role | None:
@@ -77,8 +88,10 @@ def role_of_value(
     func = dotted_name(value.func) or ""
     qualified = imports.qualify(value.func) or func
     last = qualified.split(".")[-1]
-    if qualified.startswith("torch.optim.lr_scheduler.") or _SCHEDULER_FACTORY.match(last) or qualified == _SWA + "SWALR":
+    if qualified.startswith("torch.optim.lr_scheduler.") or qualified == _SWA + "SWALR":
         return Role.SCHEDULER
+    if _SCHEDULER_FACTORY.match(last) and _given_an_optimizer(value):
+        return Role.SCHEDULER  # `get_linear_schedule_with_warmup(optimizer, ...)`, not ddim's `get_beta_schedule(...)`
     if qualified == _SWA + "AveragedModel":  # an EMA or SWA copy of a model: a module, no optimizer
         return Role.MODEL
     if qualified.startswith("torch.optim.") and last[:1].isupper():

@@ -67,6 +67,8 @@ def unused_layers(facts: Facts, module: cst.Module, built_elsewhere: bool = Fals
         layer = _layer(facts, b.value)
         if cls is None or layer is None or not cls.bases or cls.name.value in bases:
             continue
+        if not _on_torch_or_here(cls, facts):
+            continue  # built on a model class of another file, whose forward may use it (3D-ResNets' ResNeXt(ResNet))
         if not (built_elsewhere or any(c.func == cls.name.value for c in facts.calls)):
             continue
         attribute = b.name.split(".", 1)[1]
@@ -77,6 +79,18 @@ def unused_layers(facts: Facts, module: cst.Module, built_elsewhere: bool = Fals
             continue
         out.append(UnusedLayer(b.name, layer, b.value, f"of `{cls.name.value}`", cls.name.value))
     return out
+
+
+def _on_torch_or_here(cls: cst.ClassDef, facts: Facts) -> bool:
+    """Every base is torch's (`nn.Module`) or a class of this file, whose methods the count
+    of mentions has read."""
+    for base in cls.bases:
+        name = dotted_name(base.value) or ""
+        qualified = facts.imports.qualify(base.value) or ""
+        if name in facts.classes or name.rpartition(".")[2] == "Module" or qualified.startswith("torch."):
+            continue
+        return False
+    return True
 
 
 _BOUND = re.compile(rb"self\.(\w+)\s*=\s*(?:torch\.)?(?:nn\.)?(\w+)\(")

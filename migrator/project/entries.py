@@ -233,8 +233,18 @@ def _handed_attributes(f: FileIndex, files: dict[str, FileIndex]) -> dict[str, t
 
 def _instance_methods(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> set[tuple[tuple[str, str], str]]:
     """The methods this file calls on instances of the run's classes (`solver = Solver(...)`,
-    `trainer = Trainer(model).cuda()`, then `solver.train()`): ((path, class), method)."""
-    return {(target, method) for _, target, method in instance_method_calls(source, f, files)}
+    `trainer = Trainer(model).cuda()`, then `solver.train()`), or on one it has just built
+    (pytorch-seq2seq's `Checkpoint(model=model, ...).save(self.expt_dir)`): ((path, class), method)."""
+    found = {(target, method) for _, target, method in instance_method_calls(source, f, files)}
+    made = {c.spelling: c.target for c in f.calls if _is_class(files, c.target)}
+    if made:
+        for node in ast.walk(ast.parse(source)):
+            func = node.func if isinstance(node, ast.Call) else None
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Call):
+                target = made.get(spelling_of(func.value.func) or "")
+                if target is not None:
+                    found.add((target, func.attr))
+    return found
 
 
 def instance_method_calls(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> set[tuple[str, tuple[str, str], str]]:

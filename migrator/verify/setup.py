@@ -28,6 +28,7 @@ def check(pair: Pair) -> list[Problem]:
         list(_optimizers_and_models(pair)) + list(_training_loaders(pair)) + list(_unpreparable(pair))
         + list(_optimizers_alone(pair)) + list(_wrap_dropped(pair)) + list(_prepared_and_dropped(pair))
         + list(_training_elsewhere_unsharded(pair)) + list(_training_left_as_written(pair))
+        + list(_handed_over_before_prepare(pair))
         + list(_optimizer_wrappers(pair))
     )
 
@@ -171,6 +172,76 @@ def _prepared_and_dropped(pair: Pair) -> Iterator[Problem]:
                     "parameter and neither uses nor returns the prepared object, so its caller would go on with the "
                     "unprepared one; prepare it where the caller binds it",
                 )
+
+
+# calls a prepared model may still be handed to without training through them
+_KEEPING_WORDS = ("save", "load", "checkpoint", "state", "log", "print", "summary", "unwrap", "watch", "count", "param")
+
+
+def _handed_over_before_prepare(pair: Pair) -> Iterator[Problem]:
+    """CenterNet's `trainer = Trainer(opt, model, optimizer)`, then `prepare(model, ...)`,
+    then `trainer.train(epoch, loader)`: the object keeps the model it was built with (its
+    own `ModelWithLoss(model, loss)`), and the prepared one is never run here, only saved.
+    The training goes on through the plain model: no gradient is averaged, N processes
+    train N copies."""
+    program = pair.after
+    for prepare in program.prepares:
+        end = getattr(prepare.call, "end_lineno", prepare.call.lineno)
+        for model in (t for t in prepare.targets if t and program.kind_of(t) == "other"):
+            holders = _built_with(program, prepare, model)
+            if not holders or _runs_after(program, prepare, model, end):
+                continue
+            driven = [h for h in holders if _used_after(program, prepare, h, end)]
+            if driven:
+                holder, call = driven[0]
+                yield pair.at_after(
+                    CODE, prepare.call,
+                    f"left as written: `{holder}` is built with `{model}` before prepare() (`{call_name(call)}(...)`) "
+                    f"and goes on with the model it was given, while the prepared `{model}` is never "
+                    "run here: the training would not pass through prepare()'s wrap, so no gradient would be averaged "
+                    f"and N processes would train N copies; prepare `{model}` before it is handed over, or migrate the "
+                    "code that trains it with this file",
+                )
+
+
+def _built_with(program: Program, prepare, model: str) -> list[tuple[str, ast.Call]]:
+    """Names bound, before `prepare` in its scope, to a call handed `model` itself (not a
+    library's: an optimizer takes its parameters; a copy for an EMA is a copy)."""
+    out = []
+    for a in program.assigns:
+        value = a.value
+        if a.scope is not prepare.scope or not isinstance(value, ast.Call) or a.node.lineno >= prepare.call.lineno:
+            continue
+        name = call_name(value)
+        if name.split(".")[0] in ("torch", "nn", "copy", "deepcopy", "accelerator") or last(name) in ("prepare", "deepcopy"):
+            continue
+        given = [dotted(x) for x in value.args] + [dotted(k.value) for k in value.keywords]
+        if model in given and a.target != model:
+            out.append((a.target, value))
+    return out
+
+
+def _runs_after(program: Program, prepare, model: str, end: int) -> bool:
+    """The prepared model is run, or handed to code that may run it, after prepare()."""
+    for call in program.calls:
+        if call.lineno <= end or program.scope_of.get(call) is not prepare.scope:
+            continue
+        if dotted(call.func) == model or (isinstance(call.func, ast.Attribute) and dotted(call.func.value) == model):
+            return True
+        given = [dotted(x) for x in call.args] + [dotted(k.value) for k in call.keywords]
+        if model in given and not any(w in last(call_name(call)).lower() for w in _KEEPING_WORDS):
+            return True
+    return False
+
+
+def _used_after(program: Program, prepare, holder: tuple[str, ast.Call], end: int) -> bool:
+    """A method of the holder is called after prepare() (`trainer.train(epoch, loader)`)."""
+    name = holder[0]
+    return any(
+        call.lineno > end and program.scope_of.get(call) is prepare.scope
+        and isinstance(call.func, ast.Attribute) and dotted(call.func.value) == name
+        for call in program.calls
+    )
 
 
 _WRAPS = ("DistributedDataParallel", "DataParallel")

@@ -68,7 +68,7 @@ def _wrapped_for_training(program: Program, text: str, reported: bool = False) -
             return
 
 
-def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str, bool], ...], path: str = "") -> list[Problem]:
+def driven_training(text: str, drives: tuple[tuple, ...], path: str = "") -> list[Problem]:
     """The calls by which an unmigrated file runs the training of another file of the run
     (`trainer.train_step(...)` of a FasterRCNNTrainer whose methods call backward):
     project/drives.py. The first one is named, once per function or class. The other file
@@ -78,7 +78,7 @@ def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str, bool
     if program is None or program.prepares or _has_accelerator(program):
         return []
     out, seen = [], set()
-    for spelling, line, col, file, name, in_run in drives:
+    for spelling, line, col, file, name, in_run, *held in drives:
         if name in seen:
             continue
         seen.add(name)
@@ -100,11 +100,17 @@ def driven_training(text: str, drives: tuple[tuple[str, int, int, str, str, bool
                 "one in its own order; prepared, gather what is measured there, or the metrics and a plateau scheduler "
                 "see one share per process)"
             )
+        holder = held[0] if held else ""
+        why = (
+            f"`{name}` is also called by {holder}, which this run only reads: it would not be updated to pass the "
+            "Accelerator, so neither is migrated (run the tool on that file too, or migrate them by hand)"
+            if holder else
+            f"the two are migrated together or not at all (the findings of {findings_of}{together} say what stands in the way)"
+        )
         out.append(Problem(
             CODE, line, col,
             f"`{spelling}(...)` runs the training of {whose} ({where}), which needs the Accelerator, "
-            f"but nothing here was migrated or reported: the two are migrated together or not at all (the findings of "
-            f"{findings_of}{together} say what stands in the way){batches}",
+            f"but nothing here was migrated or reported: {why}{batches}",
         ))
     return out[:_LIMIT]
 

@@ -55,9 +55,11 @@ def test_roles_by_construction() -> None:
         loader = DataLoader(range(4))
         sched = get_linear_schedule_with_warmup(opt, 0, 10)
         plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+        betas = get_beta_schedule(beta_schedule="linear", beta_start=1e-4, beta_end=0.02)
         """
     )
     roles = analysis.roles
+    assert roles.of("betas") is None  # ddim's noise schedule: built on no optimizer, no learning-rate scheduler
     assert roles.of("model") is Role.MODEL
     assert roles.of("opt") is Role.OPTIMIZER
     assert roles.of("loader") is Role.DATALOADER

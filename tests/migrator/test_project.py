@@ -18,6 +18,7 @@ import pytest
 from migrator.api import migrate_paths
 from migrator import project
 from migrator.config import Config
+from migrator.findings import is_refusal
 
 TRAIN = textwrap.dedent('''\
     import torch
@@ -4556,3 +4557,124 @@ def test_a_load_helper_handing_back_what_it_loads_is_told_where_to_load(tmp_path
     results = _results([_project(tmp_path, **{"main.py": main, "helpers.py": helpers})])
     lines = sorted(f.start.line for f in results["helpers.py"].findings if f.code == "AM521")
     assert lines == [5, 10], results["helpers.py"].findings
+
+
+def test_a_model_handed_to_an_object_before_prepare_is_refused_where_only_the_object_trains(tmp_path) -> None:
+    """CenterNet's main.py: `trainer = Trainer(opt, model, optimizer)` (a class picked from
+    a table, `train_factory[task]`), then the loaders, then `trainer.train(epoch, loader)`:
+    a prepare() written after the trainer is built wraps a model the training never runs
+    through (the trainer keeps `ModelWithLoss(model, loss)`), so nothing is averaged. Left
+    as written, with the reason; prepared before the hand-over it would be whole."""
+    trainers = textwrap.dedent('''
+        import torch
+
+        class ModelWithLoss(torch.nn.Module):
+            def __init__(self, model):
+                super().__init__()
+                self.model = model
+
+            def forward(self, x, y):
+                return (self.model(x) - y).pow(2).mean()
+
+        class Trainer:
+            def __init__(self, model, optimizer):
+                self.optimizer = optimizer
+                self.model_with_loss = ModelWithLoss(model)
+
+            def train(self, loader):
+                for x, y in loader:
+                    self.optimizer.zero_grad()
+                    self.model_with_loss(x, y).backward()
+                    self.optimizer.step()
+
+        train_factory = {"regression": Trainer}
+    ''')
+    main = textwrap.dedent('''
+        import torch
+        from trainers import train_factory
+
+        def main(task):
+            model = torch.nn.Linear(4, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            trainer = train_factory[task](model, optimizer)
+            loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randn(8, 1)))
+            for epoch in range(2):
+                trainer.train(loader)
+                torch.save(model.state_dict(), "last.pt")
+
+        if __name__ == "__main__":
+            main("regression")
+    ''')
+    results = _results([_project(tmp_path, **{"main.py": main, "trainers.py": trainers})])
+    assert results["main.py"].after == main
+    refusals = [f.message for f in results["main.py"].findings if is_refusal(f.code)]
+    assert any("`trainer` is built with `model` before prepare()" in m for m in refusals), results["main.py"].findings
+
+
+def test_a_method_called_on_an_instance_just_built_runs_its_code_on_every_process(tmp_path) -> None:
+    """pytorch-seq2seq's trainer saves with `Checkpoint(model=model, ...).save(self.expt_dir)`:
+    the instance is never bound, yet `Checkpoint.save` runs on every process, and its
+    folder and torch.save are named there (AM518, AM510)."""
+    checkpoint = textwrap.dedent('''
+        import os
+        import torch
+
+        class Checkpoint:
+            def __init__(self, model):
+                self.model = model
+
+            def save(self, folder):
+                os.makedirs(folder)
+                torch.save(self.model, os.path.join(folder, "model.pt"))
+    ''')
+    trainer = textwrap.dedent('''
+        from checkpoint import Checkpoint
+
+        def fit(model, optimizer, batches, folder):
+            for x, y in batches:
+                optimizer.zero_grad()
+                (model(x) - y).pow(2).mean().backward()
+                optimizer.step()
+            Checkpoint(model=model).save(folder)
+    ''')
+    main = "import torch\nfrom trainer import fit\n\nmodel = torch.nn.Linear(4, 1)\nfit(model, torch.optim.SGD(model.parameters(), lr=0.1), [], 'runs')\n"
+    results = _results([_project(tmp_path, **{"main.py": main, "trainer.py": trainer, "checkpoint.py": checkpoint})])
+    codes = sorted(f.code for f in results["checkpoint.py"].findings)
+    assert "AM518" in codes and "AM510" in codes, results["checkpoint.py"].findings
+
+
+def test_a_layer_of_a_model_built_on_a_model_class_of_another_file_is_not_called_unused() -> None:
+    """3D-ResNets' `class ResNeXt(ResNet)` builds `self.fc` and defines no forward: the
+    forward of ResNet (models/resnet.py) uses it. The file alone cannot say it is unused."""
+    from migrator.analysis.collect import collect
+    from migrator.analysis.unused_layers import unused_layers
+    import libcst as cst
+
+    inherited = "import torch.nn as nn\nfrom .resnet import ResNet\n\n\nclass ResNeXt(ResNet):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(4, 1)\n"
+    own = inherited.replace("from .resnet import ResNet\n", "").replace("(ResNet)", "(nn.Module)")
+    for text, expected in ((inherited, []), (own, ["self.fc"])):
+        module = cst.parse_module(text)
+        assert [u.attribute for u in unused_layers(collect(module), module, built_elsewhere=True)] == expected
+
+
+def test_a_trainer_held_back_by_a_file_the_run_only_reads_says_so_where_it_is_driven(tmp_path) -> None:
+    """A file beside the run (a test, an integration script) builds the trainer class too:
+    the run cannot hand it the Accelerator, so the class is not threaded and its driver is
+    left as written. AM916 there names that file, not findings the trainer does not have."""
+    trainer = textwrap.dedent('''
+        class Trainer:
+            def __init__(self, lr):
+                self.lr = lr
+
+            def train(self, model, optimizer, batches):
+                for x, y in batches:
+                    optimizer.zero_grad()
+                    (model(x) - y).pow(2).mean().backward()
+                    optimizer.step()
+    ''')
+    main = "import torch\nfrom trainer import Trainer\n\nmodel = torch.nn.Linear(4, 1)\nt = Trainer(0.1)\nt.train(model, torch.optim.SGD(model.parameters(), lr=0.1), [])\n"
+    check = "from trainer import Trainer\n\nTrainer(0.5)\n"
+    folder = Path(_project(tmp_path, **{"main.py": main, "trainer.py": trainer, "check_trainer.py": check}))
+    results = _results([str(folder / "main.py"), str(folder / "trainer.py")])
+    driven = [f.message for f in results["main.py"].findings if f.code == "AM916"]
+    assert driven and "also called by check_trainer.py, which this run only reads" in driven[0], results["main.py"].findings
