@@ -21,6 +21,15 @@ _CLEARED = (
 )
 
 
+# ... in a file with no Accelerator at that line (ddim's main.py, whose runner class makes it)
+_CLEARED_NO_ACCELERATOR = (
+    " (left as written: the `shutil.rmtree` above clears it first, so one process can also delete the folder "
+    "another has just made; clear and create it on the main process only, then let the others wait for it: no "
+    "Accelerator exists here yet to ask or wait with, so create it before this line (and hand it to the code that "
+    "made its own), then `if accelerator.is_main_process:` and `accelerator.wait_for_everyone()`)"
+)
+
+
 class DirectoryCreatedOnEveryProcess(Rule):
     """## What it does
     In a script being migrated (or a file of the run whose code runs on every process: a
@@ -125,7 +134,7 @@ class DirectoryCreatedOnEveryProcess(Rule):
                 continue
             fields = {"call": f"{dotted_name(call.func)}()", "path": f"`{text}`" if len(text) <= 40 else "`it`"}
             if self._cleared_first(call, text):
-                self.report(call, note=_CLEARED, **fields)
+                self.report(call, note=_CLEARED if self.analysis.accelerator_at(call) is not None else _CLEARED_NO_ACCELERATOR, **fields)
             elif qualified == "os.makedirs" and self._checked_first(call, text):
                 self.report(call, edits=[replace(call, _with_exist_ok(call))], note="", **fields)
             elif _spelled_os_mkdir(call) and self._checked_first(call, text):
@@ -181,8 +190,23 @@ class DirectoryCreatedOnEveryProcess(Rule):
         return any(
             (c.qualified or "") == "shutil.rmtree" and c.node.args and analysis.scope_of(c.node) is scope
             and analysis.order(c.node) < at and cst.Module([]).code_for_node(c.node.args[0].value).strip() == path
+            and self._leads_to(c.node, call)
             for c in analysis.facts.calls
         )
+
+    def _leads_to(self, earlier: cst.CSTNode, later: cst.CSTNode) -> bool:
+        """`later` can run after `earlier` in the same pass: not in the other branch of
+        one `if` (ddim's `if exists: ... rmtree ... else: makedirs`)."""
+        analysis = self.analysis
+        above: set[int] = set()
+        node = earlier
+        while node is not None:
+            above.add(id(node))
+            node = analysis.parent(node)
+        node = later
+        while node is not None and id(node) not in above:
+            node = analysis.parent(node)
+        return not isinstance(node, cst.If)
 
     def _path_mkdir(self, call: cst.Call) -> None:
         """pathlib's `out_dir.mkdir()` under `if not out_dir.exists():` (HRNet's
@@ -265,11 +289,15 @@ class DirectoryCreatedOnEveryProcess(Rule):
         return False
 
     def _checked_first(self, call: cst.Call, path: str) -> bool:
-        """Under `if not os.path.exists(path):` (the same path as written)."""
+        """Under `if not os.path.exists(path):` (the same path as written), or in the `else`
+        of `if os.path.exists(path):`."""
         analysis = self.analysis
         child, current = call, analysis.parent(call)
         while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
             if isinstance(current, cst.If):
+                if isinstance(current.orelse, cst.Else) and child is current.orelse:
+                    # `if os.path.exists(path): ... else: os.makedirs(path)` (ddim's main.py)
+                    return self._missing(cst.UnaryOperation(operator=cst.Not(), expression=current.test), path)
                 if child is not current.body:
                     return False
                 return any(self._missing(test, path) for test in _conjuncts(current.test))

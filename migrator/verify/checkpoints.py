@@ -27,10 +27,13 @@ def check(pair: Pair) -> list[Problem]:
 def _loads_into_unwrapped(pair: Pair) -> Iterator[Problem]:
     before = pair.before
     wrapped = {a.target for a in before.assigns if _is_wrap(a.value)}
+    told = set()  # once per function: ddim's resume in train() and its load in sample() both change
     for call in before.calls:
         func = call.func
         owner = dotted(func.value) if isinstance(func, ast.Attribute) and func.attr == "load_state_dict" else None
-        if owner in wrapped and _wrapped_at(before, owner, call):
+        scope = before.scope_of.get(call)
+        if owner in wrapped and id(scope) not in told and _wrapped_at(before, owner, call):
+            told.add(id(scope))
             yield Problem(
                 CODE, call.lineno, call.col_offset + 1,
                 f"checkpoints saved by the wrapped `{dotted(func.value)}` have keys starting with `module.`; "
@@ -39,7 +42,6 @@ def _loads_into_unwrapped(pair: Pair) -> Iterator[Problem]:
                 + (_SAVED_PLAIN if _saves_state_of(before, owner) else ""),
                 blocking=False,
             )
-            return
 
 
 # the other way round (reader R1, sixteenth session: clovaai's test.py and demo.py wrap the

@@ -105,7 +105,8 @@ def driven_training(text: str, drives: tuple[tuple, ...], path: str = "") -> lis
             f"`{name}` is also called by {holder}, which this run only reads: it would not be updated to pass the "
             "Accelerator, so neither is migrated (run the tool on that file too, or migrate them by hand)"
             if holder else
-            f"the two are migrated together or not at all (the findings of {findings_of}{together} say what stands in the way)"
+            "the two are migrated together or not at all, and this file makes no Accelerator to hand over (it "
+            f"prepares nothing itself); the findings of {findings_of}{together} name anything else in the way"
         )
         out.append(Problem(
             CODE, line, col,

@@ -2021,11 +2021,11 @@ def test_a_file_driving_the_training_of_another_file_is_never_passed_in_silence(
     named = [(f.code, f.start.line) for f in alone.findings]
     assert named == [("AM916", 9)], alone.findings
     assert "`trainer.train_step(...)` runs the training of `Trainer` (trainer.py), which needs" in alone.findings[0].message
-    assert "the findings of trainer.py, in a run given both files, say what stands in the way" in alone.findings[0].message
+    assert "the findings of trainer.py, in a run given both files, name anything else in the way" in alone.findings[0].message
     together = _results([root])["train.py"]  # already in one run: the advice would be void (reader R3)
     driven = [f for f in together.findings if f.code == "AM916"]
     assert driven and "in a run given both files" not in driven[0].message, together.findings
-    assert "the findings of trainer.py say what stands in the way" in driven[0].message
+    assert "the findings of trainer.py name anything else in the way" in driven[0].message
 
 
 @pytest.mark.parametrize("driver, named", [
