@@ -507,15 +507,18 @@ def _not_silent(
 # Findings on what every process writes (a checkpoint, a file, a folder, a log, a print), on code
 # other files call, on how long a driving loop runs (an early stop), on a split each
 # process draws (AM227), on a test for DataParallel (AM229) or on a freeze while training
-# (AM230), say nothing of the set-up the training needs: beside them only, a file that
-# trains or drives training without its set-up is still named (AM916).
-_SIDE_EFFECTS = frozenset({"AM510", "AM511", "AM517", "AM518", "AM519", "AM520", "AM915", "AM227", "AM229", "AM230", "AM231"})
+# (AM230), on a prompt every process reaches (AM523), say nothing of the set-up the training
+# needs: beside them only, a file that trains or drives training without its set-up is still
+# named (AM916). So does AM001 where it only asks for the Accelerator before the model is built
+# (it names no driven training, nor why that was not migrated).
+_SIDE_EFFECTS = frozenset({"AM510", "AM511", "AM517", "AM518", "AM519", "AM520", "AM523", "AM915", "AM227", "AM229", "AM230", "AM231"})
 
 
 def _beside_training(finding: Finding) -> bool:
     from migrator.analysis.reach import RUN_CALLS_IT
 
-    return finding.code in _SIDE_EFFECTS or RUN_CALLS_IT in finding.message
+    before_the_model = finding.code == "AM001" and not finding.fixable
+    return finding.code in _SIDE_EFFECTS or RUN_CALLS_IT in finding.message or before_the_model
 
 
 def _refusal(path: str, problem) -> Finding:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import libcst as cst
 
+from migrator.analysis import Role, dotted_name
 from migrator.analysis.options import setup_options
 from migrator.cst import LINE_LIMIT
 from migrator.edits import ImportChange, insert_before
@@ -66,7 +69,7 @@ class MissingAccelerator(Rule):
 
     code = "AM001"
     name = "missing-accelerator"
-    message = "Training script has no Accelerator"
+    message = "Training script has no Accelerator{note}"
     fix_title = "Create `accelerator = Accelerator()` where training is set up"
     fix = FixAvailability.ALWAYS
     examples = (
@@ -80,6 +83,7 @@ class MissingAccelerator(Rule):
     def visit_Module(self, node: cst.Module) -> None:
         setup = self.analysis.setup
         if setup is None:
+            self._driving_without_one()
             return
         options = setup_options(self.analysis)
         statement = cst.parse_statement(_creation(self.analysis.accelerator, [o.code for o in options], setup.block.owner))
@@ -89,7 +93,65 @@ class MissingAccelerator(Rule):
             setup.before,
             edits=[insert_before(setup.before, statement)],
             add_imports=[ImportChange(self.ctx.target.module, name) for name in _imported(options)],
+            note=self._built_elsewhere(setup.block.owner),
         )
+
+    def _built_elsewhere(self, owner: cst.CSTNode) -> str:
+        """A set-up in the `__init__` of a class other files of the run build (LightGCN's
+        BPRLoss, handed the model main.py built): the Accelerator made here comes after
+        that model; say where it belongs."""
+        cls = self.analysis.facts.method_of.get(id(owner)) if isinstance(owner, cst.FunctionDef) else None
+        if cls is None or owner.name.value != "__init__" or cls.name.value not in self.ctx.config.run_callers:
+            return ""
+        roles = self.analysis.roles
+        params = {p.name.value for p in owner.params.params}
+        handed = any(roles.of(p) is Role.MODEL for p in params) or any(
+            b.name.startswith("self.") and roles.of(b.name) is Role.MODEL and dotted_name(b.value) in params
+            for b in self.analysis.facts.bindings if b.value is not None
+        )
+        if not handed:
+            return ""  # it builds its own model (ddim's runner): the Accelerator is rightly its own
+        return (
+            f" (here in `{cls.name.value}`, which other files of the run build with what they made: an Accelerator "
+            "belongs where they build the model, before it, handed in here)"
+        )
+
+    def _driving_without_one(self) -> None:
+        """LightGCN's main.py builds the model (`Recmodel = register.MODELS[name](config,
+        dataset)`) and hands it to the training of Procedure.py and utils.py (its optimizer
+        and backward are there), with no Accelerator anywhere: named where the model is
+        built, since an Accelerator made later (where the optimizer is) finds the model's
+        own tensors already placed (its sparse graph on cuda:0, which prepare() does not move)."""
+        analysis, config = self.analysis, self.ctx.config
+        if analysis.accelerator_names or not config.project_drives:
+            return
+        lines = {d[1] for d in config.project_drives}
+        driven = {d[1]: d for d in config.project_drives}
+        models = set(analysis.roles.names(Role.MODEL))
+        handed = {}
+        for fact in analysis.facts.calls:
+            line = analysis.position(fact.node).start.line
+            if line in lines:
+                for arg in fact.node.args:
+                    name = dotted_name(arg.value)
+                    if name in models:
+                        handed.setdefault(name, driven[line])
+        bindings = sorted(
+            (b for b in analysis.facts.bindings if b.name in handed and isinstance(b.value, cst.Call)),
+            key=lambda b: analysis.order(b.statement),
+        )
+        if not bindings:
+            return
+        first = bindings[0]
+        spelling, _, _, where, *_ = handed[first.name]
+        where = os.path.relpath(where, os.path.dirname(self.ctx.path) or ".").replace(os.sep, "/")
+        note = (
+            f" (left as written: it builds `{first.name}` here and hands it to the training of `{spelling}` ({where}), "
+            "which gets no Accelerator: create the Accelerator before this line, so that whatever the model places "
+            "on a device while it is built lands on this process's (prepare() moves parameters and buffers, not other "
+            "tensors it keeps), and hand it in with the model prepared)"
+        )
+        self.report(analysis.line_of(first.statement) or first.statement, note=note)
 
 
 def _creation(name: str, arguments: list[str], owner: cst.CSTNode) -> str:

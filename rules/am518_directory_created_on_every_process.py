@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
-from migrator.analysis.reach import called_by_other_files
+from migrator.analysis.reach import ONE_PROCESS, called_by_other_files, run_by_other_files
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -134,7 +134,7 @@ class DirectoryCreatedOnEveryProcess(Rule):
                 continue
             fields = {"call": f"{dotted_name(call.func)}()", "path": f"`{text}`" if len(text) <= 40 else "`it`"}
             if self._cleared_first(call, text):
-                self.report(call, note=_CLEARED if self.analysis.accelerator_at(call) is not None else _CLEARED_NO_ACCELERATOR, **fields)
+                self.report(call, note=self._cleared_note(call), **fields)
             elif qualified == "os.makedirs" and self._checked_first(call, text):
                 self.report(call, edits=[replace(call, _with_exist_ok(call))], note="", **fields)
             elif _spelled_os_mkdir(call) and self._checked_first(call, text):
@@ -193,6 +193,21 @@ class DirectoryCreatedOnEveryProcess(Rule):
             and self._leads_to(c.node, call)
             for c in analysis.facts.calls
         )
+
+    def _cleared_note(self, call: cst.Call) -> str:
+        """Where the main process can be asked: in a file with an Accelerator there; in code
+        other files run, at the call or by the launcher's rank; in a launched script the
+        Accelerator has not reached yet, where it should be made."""
+        if self.analysis.accelerator_at(call) is not None:
+            return _CLEARED
+        config = self.ctx.config
+        if config.run_callers and run_by_other_files(self.analysis, call, config.run_callers, config.project_unpassed):
+            return (
+                " (left as written: the `shutil.rmtree` above clears it first, so one process can also delete the "
+                "folder another has just made; clear and create it on one process only, at the call or here "
+                f"{ONE_PROCESS}, and let the others wait for it before they use it)"
+            )
+        return _CLEARED_NO_ACCELERATOR
 
     def _leads_to(self, earlier: cst.CSTNode, later: cst.CSTNode) -> bool:
         """`later` can run after `earlier` in the same pass: not in the other branch of

@@ -4678,3 +4678,45 @@ def test_a_trainer_held_back_by_a_file_the_run_only_reads_says_so_where_it_is_dr
     results = _results([str(folder / "main.py"), str(folder / "trainer.py")])
     driven = [f.message for f in results["main.py"].findings if f.code == "AM916"]
     assert driven and "also called by check_trainer.py, which this run only reads" in driven[0], results["main.py"].findings
+
+
+def test_a_script_building_the_model_for_another_file_s_training_is_told_to_make_the_accelerator_first(tmp_path) -> None:
+    """LightGCN: main.py builds the model (picked from a table) and hands it to
+    `utils.BPRLoss(model)`, whose `__init__` builds the optimizer and whose `stageOne` runs
+    the backward; Procedure.py's loop calls it. Nothing can be threaded (BPRLoss's set-up is
+    its own, the model is main.py's): main.py is told to create the Accelerator where the
+    model is built, before it, and BPRLoss's AM001 says that is where it belongs."""
+    utils = textwrap.dedent('''
+        import torch
+
+        class BPRLoss:
+            def __init__(self, recmodel, lr):
+                self.model = recmodel
+                self.opt = torch.optim.Adam(recmodel.parameters(), lr=lr)
+
+            def stageOne(self, x, y):
+                loss = (self.model(x) - y).pow(2).mean()
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()
+                return loss.item()
+    ''')
+    procedure = "def train(batches, model, bpr):\n    model.train()\n    for x, y in batches:\n        bpr.stageOne(x, y)\n"
+    main = textwrap.dedent('''
+        import torch
+        import utils
+        import Procedure
+
+        MODELS = {"mf": torch.nn.Linear}
+        model = MODELS["mf"](4, 1)
+        model.load_state_dict(model.state_dict())
+        bpr = utils.BPRLoss(model, 0.1)
+        for epoch in range(2):
+            Procedure.train([(torch.randn(2, 4), torch.randn(2, 1))], model, bpr)
+    ''')
+    results = _results([_project(tmp_path, **{"main.py": main, "utils.py": utils, "Procedure.py": procedure})])
+    first = [f for f in results["main.py"].findings if f.code == "AM001"]
+    assert first and first[0].start.line == 7 and "create the Accelerator before this line" in first[0].message, results["main.py"].findings
+    assert results["main.py"].after == main
+    inside = [f for f in results["utils.py"].findings if f.code == "AM001"]
+    assert inside and "belongs where they build the model" in inside[0].message, results["utils.py"].findings
