@@ -14,6 +14,7 @@ import ast
 
 from migrator.analysis.weights import fetches_weights
 from migrator.analysis.ast_imports import module_imports, qualify
+from migrator.project.deep_downloads import deep_downloaders
 from migrator.project.index import FileIndex, init_of
 
 _MARKS = (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo")
@@ -23,7 +24,8 @@ _DOWNLOADERS = {"download_url", "download_and_extract_archive", "download_file_f
 
 def download_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
     """For each file of the run that calls a downloading function of another file: the
-    calls as spelled there, as Config.project_downloads takes them."""
+    calls as spelled there, as Config.project_downloads takes them. A function downloads
+    through the run's other files too, a few calls deep (project/deep_downloads.py)."""
     targets = {c.target for f in files.values() for c in f.calls if c.target[0] != f.path}
     downloading: set[tuple[str, str]] = set()
     for path in sorted({t[0] for t in targets}):
@@ -34,6 +36,7 @@ def download_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> di
         except (SyntaxError, ValueError):
             continue
         downloading |= {(path, name) for name in downloaders(tree)}
+    downloading |= deep_downloaders(sources, files, targets - downloading)
     out = {}
     for path, f in files.items():
         calls = {c.spelling for c in f.calls if c.target in downloading and c.target[0] != path}

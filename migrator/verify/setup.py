@@ -108,9 +108,7 @@ def _training_elsewhere_unsharded(pair: Pair) -> Iterator[Problem]:
     kinds = [program.kind_of(a) if a else "other" for p in program.prepares for a in p.args]
     if "loader" in kinds or "optimizer" not in kinds or "other" not in kinds:
         return
-    if _has_backward(program.tree) or any(
-        k.arg == "accelerator" for n in program.nodes if isinstance(n, ast.Call) for k in n.keywords
-    ):
+    if _has_backward(program.tree):
         return
     prepare = program.prepares[0]
     models = {a for p in program.prepares for a in p.args if a and program.kind_of(a) == "other"}
@@ -118,6 +116,8 @@ def _training_elsewhere_unsharded(pair: Pair) -> Iterator[Problem]:
     handing = [call for call in program.nodes if isinstance(call, ast.Call) and _hands_over(call, models, optimizers)]
     if not handing or any(_hands_sharded_loader(pair, call) for call in handing):
         return
+    if any(k.arg == "accelerator" for call in handing for k in call.keywords):
+        return  # handed on with the Accelerator: a migrated engine (not a helper given it for a download)
     yield pair.at_after(
         CODE, prepare.call,
         "left as written: the model and its optimizer would be prepared with no loader, and nothing in "

@@ -4720,3 +4720,64 @@ def test_a_script_building_the_model_for_another_file_s_training_is_told_to_make
     assert results["main.py"].after == main
     inside = [f for f in results["utils.py"].findings if f.code == "AM001"]
     assert inside and "belongs where they build the model" in inside[0].message, results["utils.py"].findings
+
+
+def test_a_download_helper_given_the_accelerator_does_not_pass_for_a_migrated_engine(tmp_path) -> None:
+    """deep-person-reid's main.py: `build_datamanager(cfg)` builds data sets that download
+    themselves (three files down: a table of data set classes, `self.download_dataset`),
+    named and put under `main_process_first()`, which threads the Accelerator into the
+    helper. The model and optimizer still go to an engine of another file that trains on
+    the data manager's loaders: the set-up stays refused, not half-prepared."""
+    datasets = textwrap.dedent('''
+        import urllib.request
+
+        class Market:
+            def __init__(self, root):
+                self.download_dataset(root)
+
+            def download_dataset(self, root):
+                urllib.request.urlretrieve("http://example.com/market.zip", root + "/market.zip")
+
+        TABLE = {"market": Market}
+
+        class Manager:
+            def __init__(self, name, root):
+                self.train_set = TABLE[name](root)
+                self.train_loader = None
+    ''')
+    base = "class Base:\n    def __init__(self, manager, model, optimizer):\n        self.loader, self.model, self.optimizer = manager.train_loader, model, optimizer\n"
+    engine = textwrap.dedent('''
+        from .base import Base
+
+        class Engine(Base):
+            def run(self):
+                for x, y in self.loader:
+                    self.optimizer.zero_grad()
+                    (self.model(x) - y).pow(2).mean().backward()
+                    self.optimizer.step()
+    ''')
+    engine_pkg = "from .engine import Engine\n"
+    main = textwrap.dedent('''
+        import torch
+        import data
+        import engines
+
+        def build_manager(kind):
+            if kind == "image":
+                return data.Manager("market", "root")
+            return None
+
+        def main():
+            manager = build_manager("image")
+            model = torch.nn.Linear(4, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            engines.Engine(manager, model, optimizer).run()
+
+        if __name__ == "__main__":
+            main()
+    ''')
+    folder = _project(tmp_path, **{"main.py": main, "data.py": datasets, "engines/__init__.py": engine_pkg, "engines/engine.py": engine, "engines/base.py": base})
+    results = _results([folder])
+    assert results["main.py"].after == main
+    codes = [f.code for f in results["main.py"].findings]
+    assert "AM951" in codes and "AM220" in codes, results["main.py"].findings

@@ -1,0 +1,156 @@
+"""Data sets of the run that download themselves, reached through several of its files.
+
+deep-person-reid's main.py builds `torchreid.data.ImageDataManager(...)`, whose
+`__init__` calls `init_image_dataset(name, ...)` (datasets/__init__.py), which picks
+`Market1501` from a table (`__image_datasets[name](**kwargs)`), whose `__init__` calls
+`self.download_dataset(...)`, which fetches and unpacks an archive. open-reid's
+`datasets.create(name, root)` does the same through `CUHK03(root, download=True)`. On N
+processes every one downloads and unpacks into the same folder, and one that finds the
+folder another has just made skips the download and fails its own check of the files:
+the call in the set-up is named (AM220, under `main_process_first()`).
+
+Read with `ast` from the run's files: a function or class downloads when its body (a
+class: its `__init__`) fetches a file itself, calls a method of its own named for
+downloading (`self.download()`, `self._download_data()`) outside a test of a parameter
+that defaults to False, or calls one of the run's functions or classes that downloads,
+also one picked from a table of them, a few calls deep.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from migrator.analysis.ast_imports import module_imports, qualify
+from migrator.project.index import FileIndex, _defined_in, _imported, _tables, chain, init_of, run_root
+
+# what fetches a file from the network (torchvision's and the weights' are downloads.py's)
+_FETCHES = {
+    "urllib.request.urlretrieve", "urllib.urlretrieve", "wget.download", "gdown.download", "gdown.cached_download",
+    "torch.hub.download_url_to_file", "torch.utils.model_zoo.load_url", "urllib.request.urlopen",
+}
+_DEPTH = 6
+
+
+def deep_downloaders(sources: dict[str, bytes], files: dict[str, FileIndex], targets: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Of `targets` (file, function or class of the run), those that download, reading
+    through the run's files."""
+    reader = _Reader(sources, files)
+    return {t for t in targets if reader.downloads(t)}
+
+
+class _Reader:
+    def __init__(self, sources: dict[str, bytes], files: dict[str, FileIndex]) -> None:
+        self.sources, self.files = sources, files
+        self.trees: dict[str, ast.Module | None] = {}
+        self.imported: dict[str, tuple[dict, dict]] = {}
+        self.run = {os.path.abspath(p): p for p in files}
+        self.root = run_root(self.run) if self.run else ""
+        self.memo: dict[tuple[str, str], bool] = {}
+
+    def tree(self, path: str) -> ast.Module | None:
+        if path not in self.trees:
+            try:
+                self.trees[path] = ast.parse(self.sources[path])
+            except (SyntaxError, ValueError, KeyError):
+                self.trees[path] = None
+        return self.trees[path]
+
+    def downloads(self, target: tuple[str, str], depth: int = 0) -> bool:
+        if target in self.memo:
+            return self.memo[target]
+        self.memo[target] = False  # a cycle reads as no download
+        tree = self.tree(target[0])
+        body = _body(tree, target[1]) if tree is not None else None
+        found = False
+        if body is not None and depth <= _DEPTH:
+            imports = module_imports(tree)
+            for call in _unguarded_calls(body):
+                if qualify(call.func, imports) in _FETCHES or _own_download(call):
+                    found = True
+                    break
+                if any(self.downloads(t, depth + 1) for t in self.callees(target[0], call) if t != target):
+                    found = True
+                    break
+        self.memo[target] = found
+        return found
+
+    def callees(self, path: str, call: ast.Call) -> list[tuple[str, str]]:
+        """What a call in `path` runs, among the run's functions and classes: by name, as
+        the index resolved it, or each entry of a table it picks from."""
+        tree = self.tree(path)
+        if tree is None:
+            return []
+        names = [chain(call.func) or ""]
+        if isinstance(call.func, ast.Subscript) and isinstance(call.func.value, ast.Name):
+            names = list(_tables(tree).get(call.func.value.id, ()))
+        own = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        spelled = {c.spelling: c.target for c in self.files[path].calls} if path in self.files else {}
+        out = []
+        for name in names:
+            if name in own:
+                out.append((path, name))
+            elif name in spelled:
+                out.append(spelled[name])
+            else:
+                functions = self.imports_of(path)[1]
+                if name in functions:
+                    out.append(_defined_in(*functions[name], self.run, self.root, {p: t for p, t in self.trees.items() if t is not None}))
+        return [t for t in out if t[0] in self.files]
+
+    def imports_of(self, path: str) -> tuple[dict, dict]:
+        if path not in self.imported:
+            for other in self.files:
+                self.tree(other)
+            trees = {p: t for p, t in self.trees.items() if t is not None}
+            self.imported[path] = _imported(path, self.trees[path], self.run, self.root, trees)
+        return self.imported[path]
+
+
+def _body(tree: ast.Module, name: str) -> ast.AST | None:
+    """The function `name`, or the `__init__` of the class `name`, at the module's top."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return init_of(node)
+    return None
+
+
+def _own_download(call: ast.Call) -> bool:
+    """`self.download()`, `self.download_dataset(dir, url)`, `self._download()`."""
+    func = call.func
+    return (
+        isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
+        and func.attr.lstrip("_").startswith("download")
+    )
+
+
+def _unguarded_calls(function: ast.AST) -> list[ast.Call]:
+    """The calls of `function`, less those under `if flag:` where `flag` is a parameter
+    defaulting to False or None (`download=False`: only a caller passing True downloads)."""
+    off = _off_by_default(function)
+    out: list[ast.Call] = []
+
+    def walk(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and isinstance(child.test, ast.Name) and child.test.id in off:
+                for other in child.orelse:
+                    walk(other)
+                continue
+            if isinstance(child, ast.Call):
+                out.append(child)
+            walk(child)
+
+    walk(function)
+    return out
+
+
+def _off_by_default(function: ast.AST) -> set[str]:
+    args = getattr(function, "args", None)
+    if args is None:
+        return set()
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    return {name for name, d in defaults.items() if isinstance(d, ast.Constant) and d.value in (False, None)}
