@@ -138,7 +138,7 @@ class MissingAccelerator(Rule):
                         handed.setdefault(name, driven[line])
         bindings = sorted(
             (b for b in analysis.facts.bindings if b.name in handed and isinstance(b.value, cst.Call)),
-            key=lambda b: analysis.order(b.statement),
+            key=lambda b: analysis.order(b.target),
         )
         if not bindings:
             return
@@ -151,7 +151,7 @@ class MissingAccelerator(Rule):
             "on a device while it is built lands on this process's (prepare() moves parameters and buffers, not other "
             "tensors it keeps), and hand it in with the model prepared)"
         )
-        self.report(analysis.line_of(first.statement) or first.statement, note=note)
+        self.report(first.target, note=note)
 
 
 def _creation(name: str, arguments: list[str], owner: cst.CSTNode) -> str:

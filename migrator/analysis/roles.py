@@ -71,7 +71,7 @@ def _given_an_optimizer(call: cst.Call) -> bool:
     for arg in call.args:
         keyword = arg.keyword.value if arg.keyword is not None else ""
         name = (dotted_name(arg.value) or "").rpartition(".")[2].lower()
-        if "optim" in keyword.lower() or "optim" in name or name in ("opt", "opt_g", "opt_d"):
+        if "optim" in keyword.lower() or "optim" in name or name == "opt" or name.startswith("opt_") or name.endswith("_opt"):
             return True
     return False
 

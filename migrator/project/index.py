@@ -133,8 +133,8 @@ def _ending_with(module: bytes, absolute: dict[str, str]) -> set[str]:
     folder is put on sys.path (`core.function` for lib/core/function.py): see
     _on_added_path."""
     parts = module.decode(errors="replace").split(".")
-    if len(parts) < 2:
-        return set()
+    if len(parts) < 2:  # `from logger import Logger`: any file so named may be it (a link, not a resolution)
+        return {p for p, full in absolute.items() if os.path.basename(full) == parts[0] + ".py"}
     tails = (os.sep + os.path.join(*parts) + ".py", os.sep + os.path.join(*parts, "__init__.py"))
     found = {p for p, full in absolute.items() if full.endswith(tails)}
     return found if len(found) == 1 else set()
@@ -943,7 +943,9 @@ def resolve_module(module: str, level: int, path: str, run: dict[str, str], root
     return _resolve(module, level, path, run, root)
 
 
-def _resolve(module: str, level: int, path: str, run: dict[str, str], root: str, extended: bool = False) -> str | None:
+def _resolve(
+    module: str, level: int, path: str, run: dict[str, str], root: str, extended: bool | tuple[str, ...] = False,
+) -> str | None:
     """The run's file that `import module` (or a relative import of `level`) in `path` names."""
     here = os.path.dirname(os.path.abspath(path))
     parts = module.split(".") if module else []
@@ -965,6 +967,12 @@ def _resolve(module: str, level: int, path: str, run: dict[str, str], root: str,
         found = _in_own_project(parts, bases, run)
         if found is not None:
             return found
+    if extended and not level and isinstance(extended, tuple):
+        for folder in extended:  # `from logger import Logger` where _init_paths put lib/ on sys.path
+            stem = os.path.join(folder, *parts)
+            for candidate in (stem + ".py", os.path.join(stem, "__init__.py")):
+                if candidate in run:
+                    return run[candidate]
     return _on_added_path(parts, run) if extended and not level else None
 
 
@@ -1104,18 +1112,79 @@ def _index_file(
     return result
 
 
-def _extends_path(path: str, tree: ast.Module, run: dict[str, str], root: str, trees: dict[str, ast.Module]) -> bool:
+def _extends_path(path: str, tree: ast.Module, run: dict[str, str], root: str, trees: dict[str, ast.Module]) -> bool | tuple[str, ...]:
     """The file puts folders on sys.path, itself or through a module of the run it
-    imports (`import _init_paths`)."""
-    if _sets_sys_path(tree):
-        return True
+    imports (`import _init_paths`): the folders, where they can be read (`osp.join(
+    osp.dirname(__file__), 'lib')`), else True; False when it puts none."""
+    sources = [(path, tree)] if _sets_sys_path(tree) else []
     for node in tree.body:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 target = _resolve(alias.name, 0, path, run, root) if "." not in alias.name else None
                 if target is not None and target in trees and _sets_sys_path(trees[target]):
-                    return True
-    return False
+                    sources.append((target, trees[target]))
+    if not sources:
+        return False
+    folders = tuple(f for p, t in sources for f in _folders_put(p, t))
+    return folders or True
+
+
+_HERE_CALLS = ("dirname", "abspath", "realpath", "normpath")
+
+
+def _folders_put(path: str, tree: ast.Module) -> list[str]:
+    """The folders a module's top level puts on sys.path (`sys.path.insert(0, p)`,
+    `sys.path.append(p)`, or a helper of its own doing so, CenterNet's `add_path(p)`),
+    where `p` is read from its own folder (`osp.dirname(__file__)`) and strings."""
+    here = os.path.dirname(os.path.abspath(path))
+    helpers = {
+        n.name for n in tree.body if isinstance(n, ast.FunctionDef)
+        and any(_sys_path_call(c) for c in ast.walk(n) if isinstance(c, ast.Call))
+    }
+    names: dict[str, str] = {}
+    out: list[str] = []
+
+    def value(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Name):
+            return here if node.id == "__file__" else names.get(node.id)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
+            last = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            args = [value(a) for a in node.args]
+            if None in args or not args:
+                return None
+            if last == "join":
+                return os.path.normpath(os.path.join(*args)) if os.path.isabs(args[0]) else None
+            if last in _HERE_CALLS and len(args) == 1:
+                # `dirname(__file__)` is the folder itself: `__file__` already reads as it
+                return args[0] if last == "dirname" and isinstance(node.args[0], ast.Name) and node.args[0].id == "__file__" else (
+                    os.path.dirname(args[0]) if last == "dirname" else os.path.normpath(args[0]))
+        return None
+
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            found = value(node.value)
+            if found is not None:
+                names[node.targets[0].id] = found
+        call = node.value if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) else None
+        if call is None or not call.args:
+            continue
+        if _sys_path_call(call) or isinstance(call.func, ast.Name) and call.func.id in helpers:
+            found = value(call.args[-1])
+            if found is not None and os.path.isabs(found):
+                out.append(found)
+    return out
+
+
+def _sys_path_call(call: ast.Call) -> bool:
+    """`sys.path.insert(...)` or `sys.path.append(...)`."""
+    func = call.func
+    return (
+        isinstance(func, ast.Attribute) and func.attr in ("insert", "append")
+        and isinstance(func.value, ast.Attribute) and func.value.attr == "path"
+        and isinstance(func.value.value, ast.Name) and func.value.value.id == "sys"
+    )
 
 
 def _sets_sys_path(tree: ast.Module) -> bool:

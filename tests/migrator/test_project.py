@@ -4781,3 +4781,47 @@ def test_a_download_helper_given_the_accelerator_does_not_pass_for_a_migrated_en
     assert results["main.py"].after == main
     codes = [f.code for f in results["main.py"].findings]
     assert "AM951" in codes and "AM220" in codes, results["main.py"].findings
+
+
+def test_a_one_part_import_is_followed_into_the_folder_init_paths_puts_on_sys_path(tmp_path) -> None:
+    """CenterNet's main.py: `import _init_paths` (which runs `add_path(osp.join(this_dir,
+    'lib'))`) then `from logger import Logger`, lib/logger.py: the import is the run's
+    file, so the Logger class that keeps a SummaryWriter is known (AM520 at the call)."""
+    init_paths = textwrap.dedent('''
+        import os.path as osp
+        import sys
+
+        def add_path(path):
+            if path not in sys.path:
+                sys.path.insert(0, path)
+
+        this_dir = osp.dirname(__file__)
+        add_path(osp.join(this_dir, 'lib'))
+    ''')
+    logger = "from torch.utils.tensorboard import SummaryWriter\n\n\nclass Logger:\n    def __init__(self, path):\n        self.writer = SummaryWriter(path)\n\n    def scalar(self, tag, value, step):\n        self.writer.add_scalar(tag, value, step)\n"
+    main = textwrap.dedent('''
+        import _init_paths
+        from logger import Logger
+        import torch
+
+        def main():
+            logger = Logger("runs")
+            model = torch.nn.Linear(4, 1)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randn(8, 1)))
+            for step, (x, y) in enumerate(loader):
+                optimizer.zero_grad()
+                loss = (model(x) - y).pow(2).mean()
+                loss.backward()
+                optimizer.step()
+                logger.scalar("loss", loss.item(), step)
+
+        if __name__ == "__main__":
+            main()
+    ''')
+    sources = {"main.py": main, "_init_paths.py": init_paths, "lib/logger.py": logger}
+    folder = Path(_project(tmp_path, **sources))
+    files = project.index({str(folder / p): t for p, t in sources.items()})
+    assert files[str(folder / "main.py")].instances.get("logger") == (str(folder / "lib/logger.py"), "Logger")
+    after = _results([str(folder)])["main.py"].after
+    assert "if accelerator.is_main_process:\n        logger = Logger(\"runs\")" in after, after
