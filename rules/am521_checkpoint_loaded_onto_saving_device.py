@@ -18,6 +18,15 @@ _ELSEWHERE = (
 )
 
 
+# ... handing back what it loads, which may be a whole pickled model (seq2seq's Checkpoint.load):
+# on the CPU it would stay there, so each process's own GPU is the place
+_ELSEWHERE_WHOLE = (
+    f" ({RUN_CALLS_IT}, and this file gets no Accelerator: load onto this process's device, "
+    "`map_location=f\"cuda:{int(os.environ.get('LOCAL_RANK', 0))}\"` on a GPU machine (a whole pickled model stays "
+    "where it is loaded), or `map_location=\"cpu\"` where its callers only copy it into a model with `load_state_dict`)"
+)
+
+
 class CheckpointLoadedOntoSavingDevice(Rule):
     """## What it does
     In a script being migrated, gives `torch.load(path)` without `map_location` the
@@ -90,7 +99,8 @@ class CheckpointLoadedOntoSavingDevice(Rule):
                 continue
             if shared:
                 if run_by_other_files(analysis, fact.node, config.run_callers, config.project_unpassed):
-                    self.report(fact.node, note=_ELSEWHERE)
+                    into_a_model = _feeds_load_state_dict(analysis, fact.node, states)
+                    self.report(fact.node, note=_ELSEWHERE if into_a_model else _ELSEWHERE_WHOLE)
                 continue
             accelerator = analysis.accelerator_at(fact.node)
             if accelerator is None:
@@ -133,8 +143,9 @@ def _handed_back(analysis, call: cst.Call) -> bool:
     name = parent.targets[0].target.value
     function = analysis.branches.function_of(call)
     return function is not None and any(
-        isinstance(r.value, cst.Name) and r.value.value == name for r in analysis.nodes_under(function, "Return")
-    )
+        r.value is not None and any(isinstance(n, cst.Name) and n.value == name for n in analysis.nodes_under(r.value, "Name"))
+        for r in analysis.nodes_under(function, "Return")
+    )  # `return checkpoint`, or handed on in what it returns (seq2seq's `return Checkpoint(model=model, ...)`)
 
 
 def _state_dict_sources(analysis) -> set[str]:

@@ -4535,16 +4535,21 @@ def test_a_load_helper_handing_back_what_it_loads_is_told_where_to_load(tmp_path
 
         def load_cpu(fpath):
             return torch.load(fpath, map_location='cpu')
+
+        def load_whole(fpath):
+            model = torch.load(fpath)
+            return dict(model=model)
     ''')
     main = textwrap.dedent('''
         import torch
-        from helpers import load_checkpoint, load_maybe, load_cpu
+        from helpers import load_checkpoint, load_maybe, load_cpu, load_whole
 
         def main():
             model = torch.nn.Linear(4, 1)
             model.load_state_dict(load_checkpoint("a.pt"))
             model.load_state_dict(load_maybe("b.pt"))
             model.load_state_dict(load_cpu("c.pt"))
+            model = load_whole("d.pt")["model"]
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
             for x, y in [(torch.randn(2, 4), torch.randn(2, 1))]:
                 optimizer.zero_grad()
@@ -4556,7 +4561,9 @@ def test_a_load_helper_handing_back_what_it_loads_is_told_where_to_load(tmp_path
     ''')
     results = _results([_project(tmp_path, **{"main.py": main, "helpers.py": helpers})])
     lines = sorted(f.start.line for f in results["helpers.py"].findings if f.code == "AM521")
-    assert lines == [5, 10], results["helpers.py"].findings
+    assert lines == [5, 10, 16], results["helpers.py"].findings
+    notes = {f.start.line: f.message for f in results["helpers.py"].findings if f.code == "AM521"}
+    assert "LOCAL_RANK" in notes[16]  # a whole object stays where it is loaded: not onto the CPU alone
 
 
 def test_a_model_handed_to_an_object_before_prepare_is_refused_where_only_the_object_trains(tmp_path) -> None:
