@@ -74,6 +74,12 @@ _SHARE = (
     "; it reads {loaders} prepared, so only this process's share of it, and what it computes "
     "from it stands for the whole data: gather it there by hand, or keep this loader out of prepare()"
 )
+# ... and for a method of a helper object of the project handed a prepared loader
+_HELPER_SHARE = (
+    "`{cls}` is part of this project and gets no Accelerator; it reads {loaders} prepared, so only this process's "
+    "share of it, and what it computes from it (features, a fitted metric, a statistic) stands for the whole data: "
+    "hand it the loader as it was before prepare(), or gather what it computes by hand"
+)
 # ... and for one that trains on it: the share is right, only its figures are partial
 _SHARE_TRAINING = (
     "; it reads {loaders} prepared: this process's share, as training on N processes should; the losses "
@@ -220,6 +226,30 @@ class TrainingInAnotherModule(Rule):
                 advice += self._share(c.func or function, what).format(loaders=", ".join(shared))
             advice += whole
             self.report(c.node, call=c.func or function, module=module, what=what, advice=advice)
+        self._helpers_handed_a_share(seen)
+
+    def _helpers_handed_a_share(self, seen: set[str]) -> None:
+        """open-reid's `metric = DistanceMetric(algorithm=...)`, built with nothing of the
+        set-up, then `metric.train(model, train_loader)`: a method of an object of the
+        project handed a prepared loader, which fits or computes on this process's share
+        as if it were the whole data (a learned distance metric fitted on 1/N of it)."""
+        analysis = self.analysis
+        for c in analysis.facts.calls:
+            qualified = c.qualified or ""
+            module, _, cls = qualified.rpartition(".")
+            root = module.split(".")[0]
+            if not module or root in _LIBRARIES or not cls[:1].isupper() or qualified in seen or _given(analysis, c.node):
+                continue
+            # the last call of each method: an earlier one may come before prepare() (open-reid's `--evaluate` path)
+            last = {dotted_name(m.func): m for m in sorted(_method_calls(analysis, c.node), key=analysis.order)}
+            for method in last.values():
+                shared = _loaders(analysis, method, prepared=True)
+                if not shared or (dotted_name(method.func) or "") in seen:
+                    continue
+                spelling = dotted_name(method.func) or cls
+                seen.add(spelling)
+                advice = _HELPER_SHARE.format(cls=cls, loaders=", ".join(shared))
+                self.report(method, call=spelling, module=module, what=_given(analysis, method) or "loader", advice=advice)
 
     def _evaluates_whole(self, call: str, what: str) -> bool:
         """An evaluation handed no optimizer that shards its own loaders and gathers what it

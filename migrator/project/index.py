@@ -1129,14 +1129,13 @@ def _extends_path(path: str, tree: ast.Module, run: dict[str, str], root: str, t
     return folders or True
 
 
-_HERE_CALLS = ("dirname", "abspath", "realpath", "normpath")
+_NORMALISING = ("abspath", "realpath", "normpath")
 
 
 def _folders_put(path: str, tree: ast.Module) -> list[str]:
     """The folders a module's top level puts on sys.path (`sys.path.insert(0, p)`,
     `sys.path.append(p)`, or a helper of its own doing so, CenterNet's `add_path(p)`),
     where `p` is read from its own folder (`osp.dirname(__file__)`) and strings."""
-    here = os.path.dirname(os.path.abspath(path))
     helpers = {
         n.name for n in tree.body if isinstance(n, ast.FunctionDef)
         and any(_sys_path_call(c) for c in ast.walk(n) if isinstance(c, ast.Call))
@@ -1146,7 +1145,7 @@ def _folders_put(path: str, tree: ast.Module) -> list[str]:
 
     def value(node: ast.AST) -> str | None:
         if isinstance(node, ast.Name):
-            return here if node.id == "__file__" else names.get(node.id)
+            return os.path.abspath(path) if node.id == "__file__" else names.get(node.id)
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return node.value
         if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
@@ -1156,10 +1155,10 @@ def _folders_put(path: str, tree: ast.Module) -> list[str]:
                 return None
             if last == "join":
                 return os.path.normpath(os.path.join(*args)) if os.path.isabs(args[0]) else None
-            if last in _HERE_CALLS and len(args) == 1:
-                # `dirname(__file__)` is the folder itself: `__file__` already reads as it
-                return args[0] if last == "dirname" and isinstance(node.args[0], ast.Name) and node.args[0].id == "__file__" else (
-                    os.path.dirname(args[0]) if last == "dirname" else os.path.normpath(args[0]))
+            if last == "dirname" and len(args) == 1:
+                return os.path.dirname(args[0])
+            if last in _NORMALISING and len(args) == 1:
+                return os.path.normpath(args[0])
         return None
 
     for node in tree.body:

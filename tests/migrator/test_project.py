@@ -4832,3 +4832,44 @@ def test_a_one_part_import_is_followed_into_the_folder_init_paths_puts_on_sys_pa
     assert files[str(folder / "main.py")].instances.get("logger") == (str(folder / "lib/logger.py"), "Logger")
     after = _results([str(folder)])["main.py"].after
     assert "if accelerator.is_main_process:\n        logger = Logger(\"runs\")" in after, after
+
+
+def test_a_helper_object_handed_a_prepared_loader_is_told_it_reads_a_share(tmp_path) -> None:
+    """open-reid: `metric = DistanceMetric(algorithm=...)` (built with nothing of the
+    set-up), then `metric.train(model, train_loader)` after the training, which extracts
+    features over the loader and fits a metric on them: with the loader prepared it fits on
+    this process's share. Named at the last such call (AM914), with the unprepared loader
+    as the remedy."""
+    metric = textwrap.dedent('''
+        import torch
+
+        class DistanceMetric:
+            def __init__(self, algorithm="euclidean"):
+                self.algorithm = algorithm
+                self.mean = None
+
+            def train(self, model, loader):
+                feats = [model(x) for x, _ in loader]
+                self.mean = torch.cat(feats).mean(0)
+    ''')
+    main = textwrap.dedent('''
+        import torch
+        from dist_metric import DistanceMetric
+
+        def main():
+            model = torch.nn.Linear(4, 2)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            train_loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randint(0, 2, (8,))))
+            metric = DistanceMetric(algorithm="kissme")
+            for x, y in train_loader:
+                optimizer.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                optimizer.step()
+            metric.train(model, train_loader)
+
+        if __name__ == "__main__":
+            main()
+    ''')
+    results = _results([_project(tmp_path, **{"main.py": main, "dist_metric.py": metric})])
+    told = [f.message for f in results["main.py"].findings if f.code == "AM914" and "metric.train" in f.message]
+    assert told and "hand it the loader as it was before prepare()" in told[0], results["main.py"].findings
