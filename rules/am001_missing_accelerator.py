@@ -125,13 +125,12 @@ class MissingAccelerator(Rule):
         analysis, config = self.analysis, self.ctx.config
         if analysis.accelerator_names or not config.project_drives:
             return
-        lines = {d[1] for d in config.project_drives}
-        driven = {d[1]: d for d in config.project_drives}
+        driven = {d[1]: d for d in config.project_drives}  # line of the call → the drive
         models = set(analysis.roles.names(Role.MODEL))
         handed = {}
         for fact in analysis.facts.calls:
             line = analysis.position(fact.node).start.line
-            if line in lines:
+            if line in driven:
                 for arg in fact.node.args:
                     name = dotted_name(arg.value)
                     if name in models:

@@ -147,9 +147,8 @@ class SaveWrappedModel(Rule):
             root = root.func if isinstance(root, cst.Call) else root.value
         if not isinstance(root, cst.Name):
             return False
-        params = {p.name.value for p in function.params.params}
         if root.value != "self":
-            return root.value in params
+            return root.value in self._params_at(call)
         owner = analysis.facts.method_of.get(id(function))
         if owner is None or owner.name.value in module_classes(analysis.facts):
             return False
@@ -180,13 +179,15 @@ class SaveWrappedModel(Rule):
         return False
 
     def _inside_torch_save(self, call: cst.Call) -> bool:
-        analysis = self.analysis
-        current = analysis.parent(call)
+        return any(is_save_call(self.analysis, outer) for outer in self._calls_around(call))
+
+    def _calls_around(self, call: cst.Call):
+        """The calls `call` is an argument of, innermost first, up to its statement."""
+        current = self.analysis.parent(call)
         while current is not None and not isinstance(current, cst.BaseStatement):
-            if isinstance(current, cst.Call) and is_save_call(analysis, current):
-                return True
-            current = analysis.parent(current)
-        return False
+            if isinstance(current, cst.Call):
+                yield current
+            current = self.analysis.parent(current)
 
     def _a_model(self, receiver: str) -> bool:
         """Not the optimizer, scheduler or scaler saved beside it, by role or by name."""
@@ -200,12 +201,5 @@ class SaveWrappedModel(Rule):
         """Inside the arguments of a call of another file's helper that only writes a
         file, or of a call named for saving (torchtools' `save_checkpoint({'state_dict':
         model.state_dict(), ...}, path)`)."""
-        analysis = self.analysis
-        current = analysis.parent(call)
-        while current is not None and not isinstance(current, cst.BaseStatement):
-            if isinstance(current, cst.Call):
-                spelling = dotted_name(current.func) or ""
-                if spelling in writers or "save" in spelling.rpartition(".")[2].lower():
-                    return True
-            current = analysis.parent(current)
-        return False
+        spellings = (dotted_name(outer.func) or "" for outer in self._calls_around(call))
+        return any(s in writers or "save" in s.rpartition(".")[2].lower() for s in spellings)

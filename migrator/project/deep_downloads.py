@@ -22,7 +22,7 @@ import ast
 import os
 
 from migrator.analysis.ast_imports import module_imports, qualify
-from migrator.project.index import FileIndex, _defined_in, _imported, _tables, chain, init_of, run_root
+from migrator.project.index import FileIndex, _defined_in, _imported, _tables, chain, init_of, parameter_defaults, run_root
 
 # what fetches a file from the network (torchvision's and the weights' are downloads.py's)
 _FETCHES = {
@@ -35,76 +35,75 @@ _DEPTH = 6
 def deep_downloaders(sources: dict[str, bytes], files: dict[str, FileIndex], targets: set[tuple[str, str]]) -> set[tuple[str, str]]:
     """Of `targets` (file, function or class of the run), those that download, reading
     through the run's files."""
+    if not targets:
+        return set()
     reader = _Reader(sources, files)
     return {t for t in targets if reader.downloads(t)}
 
 
 class _Reader:
+    """The run's files parsed once, and what each function or class is found to do."""
+
     def __init__(self, sources: dict[str, bytes], files: dict[str, FileIndex]) -> None:
-        self.sources, self.files = sources, files
-        self.trees: dict[str, ast.Module | None] = {}
-        self.imported: dict[str, tuple[dict, dict]] = {}
+        self.files = files
+        self.trees = {path: tree for path in files if (tree := _parse(sources.get(path))) is not None}
         self.run = {os.path.abspath(p): p for p in files}
         self.root = run_root(self.run) if self.run else ""
         self.memo: dict[tuple[str, str], bool] = {}
-
-    def tree(self, path: str) -> ast.Module | None:
-        if path not in self.trees:
-            try:
-                self.trees[path] = ast.parse(self.sources[path])
-            except (SyntaxError, ValueError, KeyError):
-                self.trees[path] = None
-        return self.trees[path]
+        self.names: dict[str, tuple[set[str], dict[str, tuple[str, str]], dict]] = {}
 
     def downloads(self, target: tuple[str, str], depth: int = 0) -> bool:
         if target in self.memo:
             return self.memo[target]
         self.memo[target] = False  # a cycle reads as no download
-        tree = self.tree(target[0])
+        tree = self.trees.get(target[0])
         body = _body(tree, target[1]) if tree is not None else None
         found = False
         if body is not None and depth <= _DEPTH:
             imports = module_imports(tree)
-            for call in _unguarded_calls(body):
-                if qualify(call.func, imports) in _FETCHES or _own_download(call):
-                    found = True
-                    break
-                if any(self.downloads(t, depth + 1) for t in self.callees(target[0], call) if t != target):
-                    found = True
-                    break
+            found = any(
+                qualify(call.func, imports) in _FETCHES or _own_download(call)
+                or any(self.downloads(t, depth + 1) for t in self.callees(target[0], call) if t != target)
+                for call in _unguarded_calls(body)
+            )
         self.memo[target] = found
         return found
 
     def callees(self, path: str, call: ast.Call) -> list[tuple[str, str]]:
         """What a call in `path` runs, among the run's functions and classes: by name, as
         the index resolved it, or each entry of a table it picks from."""
-        tree = self.tree(path)
-        if tree is None:
-            return []
+        tree = self.trees[path]
         names = [chain(call.func) or ""]
         if isinstance(call.func, ast.Subscript) and isinstance(call.func.value, ast.Name):
             names = list(_tables(tree).get(call.func.value.id, ()))
-        own = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-        spelled = {c.spelling: c.target for c in self.files[path].calls} if path in self.files else {}
+        own, spelled, imported = self.names_of(path)
         out = []
         for name in names:
             if name in own:
                 out.append((path, name))
             elif name in spelled:
                 out.append(spelled[name])
-            else:
-                functions = self.imports_of(path)[1]
-                if name in functions:
-                    out.append(_defined_in(*functions[name], self.run, self.root, {p: t for p, t in self.trees.items() if t is not None}))
+            elif name in imported:
+                out.append(_defined_in(*imported[name], self.run, self.root, self.trees))
         return [t for t in out if t[0] in self.files]
 
-    def imports_of(self, path: str) -> tuple[dict, dict]:
-        if path not in self.imported:
-            for other in self.files:
-                self.tree(other)
-            trees = {p: t for p, t in self.trees.items() if t is not None}
-            self.imported[path] = _imported(path, self.trees[path], self.run, self.root, trees)
-        return self.imported[path]
+    def names_of(self, path: str) -> tuple[set[str], dict[str, tuple[str, str]], dict]:
+        """Its own top-level functions and classes, its calls the index resolved, and the
+        functions its imports bind: read once per file."""
+        if path not in self.names:
+            tree = self.trees[path]
+            own = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            spelled = {c.spelling: c.target for c in self.files[path].calls}
+            imported = _imported(path, tree, self.run, self.root, self.trees)[1]
+            self.names[path] = (own, spelled, imported)
+        return self.names[path]
+
+
+def _parse(data: bytes | None) -> ast.Module | None:
+    try:
+        return ast.parse(data) if data is not None else None
+    except (SyntaxError, ValueError):
+        return None
 
 
 def _body(tree: ast.Module, name: str) -> ast.AST | None:
@@ -147,10 +146,6 @@ def _unguarded_calls(function: ast.AST) -> list[ast.Call]:
 
 
 def _off_by_default(function: ast.AST) -> set[str]:
-    args = getattr(function, "args", None)
-    if args is None:
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return set()
-    positional = [*args.posonlyargs, *args.args]
-    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
-    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
-    return {name for name, d in defaults.items() if isinstance(d, ast.Constant) and d.value in (False, None)}
+    return {name for name, d in parameter_defaults(function).items() if isinstance(d, ast.Constant) and d.value in (False, None)}

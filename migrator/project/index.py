@@ -320,14 +320,19 @@ def _note_factories(
             for callee in [ast.Name(id=name) for name in picked] or [func]:
                 target, _ = _target(callee, modules, local)
                 target = target and _defined_in(*target, run, root, trees)
-                tree_of = trees.get(target[0]) if target else None
-                defined = {c.name: c for c in tree_of.body if isinstance(c, (ast.ClassDef, ast.FunctionDef))} if tree_of else {}
+                defined = _top_level(trees, target[0]) if target else {}
                 if isinstance(defined.get(target[1] if target else ""), ast.ClassDef):
                     made.add(target)
                 elif target is not None and target != (path, node.name) and target[1] in defined:
                     through.setdefault((path, node.name), set()).add(target)
         files[path].functions[node.name].makes = tuple(sorted(made))
     return through
+
+
+def _top_level(trees: dict[str, ast.Module], path: str) -> dict[str, ast.AST]:
+    """The functions and classes at the top of the run's file `path`, by name."""
+    tree = trees.get(path)
+    return {n.name: n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))} if tree is not None else {}
 
 
 def _tables(tree: ast.Module) -> dict[str, tuple[str, ...]]:
@@ -443,15 +448,20 @@ def _kept_on_self(init: ast.FunctionDef, names: dict[str, str]) -> dict[str, str
     }
 
 
-def _module_flags(node: ast.AST, function: ast.FunctionDef, method: bool) -> tuple[str, ...]:
-    """The parameter defaulting to False or None whose truth every unguarded `.module`
-    read of `node` waits for (`if data_parallel:`, or `if self.data_parallel:` for a
-    class keeping it on self), as a one-element tuple; () when the reads run otherwise."""
+def parameter_defaults(function: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr]:
+    """Each parameter that has a default, positional or keyword-only → its default."""
     a = function.args
     positional = [*a.posonlyargs, *a.args]
     defaults = dict(zip([p.arg for p in positional][len(positional) - len(a.defaults):], a.defaults))
     defaults.update({p.arg: d for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
-    off = {p: p for p, d in defaults.items() if isinstance(d, ast.Constant) and not d.value}
+    return defaults
+
+
+def _module_flags(node: ast.AST, function: ast.FunctionDef, method: bool) -> tuple[str, ...]:
+    """The parameter defaulting to False or None whose truth every unguarded `.module`
+    read of `node` waits for (`if data_parallel:`, or `if self.data_parallel:` for a
+    class keeping it on self), as a one-element tuple; () when the reads run otherwise."""
+    off = {p: p for p, d in parameter_defaults(function).items() if isinstance(d, ast.Constant) and not d.value}
     if method:
         off = _kept_on_self(function, off)
     guarded = _guarded_module_reads(node)

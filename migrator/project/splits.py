@@ -19,7 +19,7 @@ import ast
 
 from migrator.analysis.ast_imports import qualify
 from migrator.project.entries import instance_method_calls
-from migrator.project.index import FileIndex, trees_mentioning
+from migrator.project.index import FileIndex, parameter_defaults, trees_mentioning
 
 # the draws of a permutation from a global generator → the seeds that make it alike
 _DRAWS = {
@@ -85,11 +85,7 @@ def _splits(function: ast.FunctionDef, imports: dict[str, str]) -> tuple[str, st
 
 def _none_defaults(function: ast.FunctionDef) -> set[str]:
     """The parameters that default to None."""
-    args = function.args
-    positional = args.posonlyargs + args.args
-    pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
-    pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
-    return {a.arg for a, d in pairs if isinstance(d, ast.Constant) and d.value is None}
+    return {name for name, d in parameter_defaults(function).items() if isinstance(d, ast.Constant) and d.value is None}
 
 
 def _position(param: str | None, target: tuple[str, str], files: dict[str, FileIndex]) -> int:

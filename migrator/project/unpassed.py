@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.project.index import FileIndex
+from migrator.project.index import FileIndex, parameter_defaults
 
 
 def unpassed_params(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
@@ -50,11 +50,7 @@ def unpassed_params(sources: dict[str, bytes], files: dict[str, FileIndex]) -> d
 
 def _optional(function: ast.FunctionDef) -> list[str]:
     """The parameters of `function` whose default is None."""
-    args = function.args
-    positional = [*args.posonlyargs, *args.args]
-    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults):]], args.defaults))
-    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
-    return [name for name, d in defaults.items() if isinstance(d, ast.Constant) and d.value is None]
+    return [name for name, d in parameter_defaults(function).items() if isinstance(d, ast.Constant) and d.value is None]
 
 
 def _positional(tree: ast.Module, name: str) -> list[str]:
