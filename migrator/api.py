@@ -79,7 +79,8 @@ def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | 
         return FileResult(path, FileStatus.FAILED, error=_error(path, 1, 1, "E002", f"cannot decode: {exc}"))
     # LibCST round-trips exactly: the text is the decoded input, no codegen needed.
     before = source if isinstance(source, str) else source.decode(module.encoding)
-    if not any(word in before for word in _RELEVANT) and not _shared_side_effects(before, config) and not config.project_drives:
+    if not any(word in before for word in _RELEVANT) and not _shared_side_effects(before, config) and not config.project_drives \
+            and not config.project_batch_params:
         # no torch: nothing to migrate, unless a helper of a run makes directories or log files every
         # process makes (AM518, AM519), or the file runs the training of another file of the run (AM916)
         return FileResult(path, FileStatus.UNCHANGED, before, before, encoding=module.encoding)
@@ -225,7 +226,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_iterators": (b"__next__", b"__iter__", b"batch"), "project_module_readers": (b".module",),
         "project_sharded_loaders": (b"DistributedSampler",), "project_sharded_params": (b"DistributedSampler",), "project_sharding_readers": (b"DistributedSampler",), "project_gathering_readers": (b"DistributedSampler",), "project_dir_makers": (b"mkdir", b"makedirs"),
         "project_output_writers": (b"save", b"open("),
-        "project_savers": (b".save(",), "project_file_keepers": (b"open(",), "project_unpassed": (b"=None", b"= None"), "project_splits": (b"shuffle", b"perm", b"sample"), "project_freezers": (b"requires_grad",),
+        "project_savers": (b".save(",), "project_file_keepers": (b"open(",), "project_batch_params": (b".numpy()",), "project_unpassed": (b"=None", b"= None"), "project_splits": (b"shuffle", b"perm", b"sample"), "project_freezers": (b"requires_grad",),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:
@@ -251,7 +252,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_placing": project.placing_calls, "project_loaders": project.loader_calls, "project_drives": project.driving_calls,
         "project_iterators": project.iterator_params, "project_module_readers": project.module_reader_calls,
         "project_sharded_loaders": project.sharded_loader_calls, "project_sharded_params": project.sharded_params, "project_sharding_readers": project.sharding_reader_calls, "project_gathering_readers": project.gathering_reader_calls,
-        "project_savers": project.saver_calls,
+        "project_savers": project.saver_calls, "project_batch_params": project.batch_params,
         "project_file_keepers": project.file_keeper_calls, "project_unpassed": project.unpassed_params,
         "project_splits": project.split_helper_calls, "project_freezers": project.freezer_calls,
     }

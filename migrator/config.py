@@ -58,6 +58,7 @@ class Config:
     project_sharded_loaders: tuple[str, ...] = ()  # calls of other files' functions returning loaders a DistributedSampler shards (project/sharded_loaders.py)
     project_sharding_readers: tuple[str, ...] = ()  # calls of other files' functions reading loaders they build so sharded (same)
     project_gathering_readers: tuple[str, ...] = ()  # ... of those, the ones that gather what they compute across the processes themselves (same)
+    project_batch_params: tuple[tuple[str, str, str, str], ...] = ()  # own methods a loop of another file hands a loader's batch: (Class.method, parameter, where, loader) (project/batch_params.py)
     project_iterators: tuple[str, ...] = ()  # own parameters callers hand a batch iterator that is no DataLoader (project/iterators.py)
     project_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...], bool], ...] = ()  # calls that save/load a model's state: positions, names, writes a file
     project_plain: tuple[str, ...] = ()  # calls of functions migrated with this file that need no Accelerator

@@ -25,6 +25,11 @@ class BatchToNumpyOnDevice(Rule):
     `.numpy()` then raises "can't convert cuda:0 device type tensor to numpy". `.cpu()` of
     a CPU tensor is the tensor itself: nothing changes on a machine without a GPU.
 
+    In a file the migration leaves alone, a method that a loop of another file of the run
+    hands a batch of its loader (`self.debug(batch, ...)` in a base class's epoch loop, the
+    method overridden in this file) gets the same finding, with where the batch comes
+    from; nothing is changed there.
+
     ## Example
     ```python
     for batch in loader:
@@ -40,9 +45,9 @@ class BatchToNumpyOnDevice(Rule):
 
     code = "AM107"
     name = "batch-to-numpy-on-device"
-    message = "`{expr}` turns a batch tensor to numpy: the prepared loader puts it on the device, where `.numpy()` raises"
+    message = "`{expr}` turns a batch tensor to numpy: the prepared loader puts it on the device, where `.numpy()` raises{note}"
     fix_title = "Call `.cpu()` first"
-    fix = FixAvailability.ALWAYS
+    fix = FixAvailability.SOMETIMES
     examples = (
         Example(
             before=(
@@ -66,6 +71,7 @@ class BatchToNumpyOnDevice(Rule):
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
         if not analysis.migrating:
+            self._batches_handed_in()
             return
         facts = analysis.facts
         prepared = analysis.prepared
@@ -85,8 +91,43 @@ class BatchToNumpyOnDevice(Rule):
                 moved = cst.Call(func=cst.Attribute(value=receiver, attr=cst.Name("cpu")))
                 self.report(
                     c.node, edits=[replace(c.node, c.node.with_changes(func=func.with_changes(value=moved)))],
-                    expr=cst.Module([]).code_for_node(c.node),
+                    expr=cst.Module([]).code_for_node(c.node), note="",
                 )
+
+    def _batches_handed_in(self) -> None:
+        """A method a loop of another file of the run hands a loader's batch
+        (project/batch_params.py): this file is left as it is, the finding says where."""
+        facts = self.analysis.facts
+        for qualified, param, where, loader in self.ctx.config.project_batch_params:
+            for function in self.analysis.nodes("FunctionDef"):
+                owner = facts.method_of.get(id(function))
+                if owner is None or f"{owner.name.value}.{function.name.value}" != qualified:
+                    continue
+                names = _derived_in(facts, function, param)
+                for c in facts.calls:
+                    func = c.node.func
+                    if c.scope is function and isinstance(func, cst.Attribute) and func.attr.value == "numpy" \
+                            and not c.node.args and _of_batch(func.value, names):
+                        note = _HANDED_IN.format(param=param, loader=loader, where=where)
+                        self.report(c.node, expr=cst.Module([]).code_for_node(c.node), note=note)
+
+
+_HANDED_IN = (
+    " (left as written: `{param}` is a batch of `{loader}`, handed in at {where}, a loader the migration prepares "
+    "or its findings ask to prepare; call `.cpu()` first: on a batch left on the CPU it changes nothing)"
+)
+
+
+def _derived_in(facts, function: cst.FunctionDef, param: str) -> set[str]:
+    """`param` and the names the function binds from it (`meta = batch["meta"]`)."""
+    names, changed = {param}, True
+    while changed:
+        changed = False
+        for b in facts.bindings:
+            if b.scope is function and b.name not in names and b.value is not None and _of_batch(b.element or b.value, names):
+                names.add(b.name)
+                changed = True
+    return names
 
 
 def _of_batch(expr: cst.BaseExpression, names: set[str]) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import Role
-from migrator.analysis.roles import TENSOR_MAKERS, own_batch_iterators
+from migrator.analysis.roles import TENSOR_MAKERS, library_batch_iterators, own_batch_iterators
 from migrator.rule import Example, Rule
 
 _SPLITS = {"process_index", "num_processes", "split_between_processes"}
@@ -15,7 +15,9 @@ class UnsplitTrainingData(Rule):
     """## What it does
     When the migration sets up training whose data comes from no DataLoader (tensors
     built in the script, a full batch, slices taken by hand), says so once, at the first
-    backward that a loop repeats. Nothing is changed.
+    backward that a loop repeats. In a file the migration leaves alone (an engine whose
+    callers set up the training), says it of a training loop over torchtext's
+    `BucketIterator`/`Iterator`/`BPTTIterator`, which no caller can prepare. Nothing is changed.
 
     ## Why is this bad?
     `accelerator.prepare()` splits a DataLoader's batches between processes. Data held
@@ -63,7 +65,7 @@ class UnsplitTrainingData(Rule):
     code = "AM218"
     name = "unsplit-training-data"
     message = (
-        "`{call}` trains on data no prepared DataLoader serves: nothing splits it between processes, so every process "
+        "`{call}` trains on {data}: nothing splits it between processes, so every process "
         "reads all of it (in one order, the same batches everywhere: correct, but no faster; shuffled without a "
         "common seed, each its own batches: a batch N times larger, its samples repeated across processes); serve it "
         "from a DataLoader passed through prepare(), or split it by `accelerator.process_index`"
@@ -82,7 +84,10 @@ class UnsplitTrainingData(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
-        if not analysis.migrating or not analysis.roles.names(Role.OPTIMIZER):
+        if not analysis.migrating:
+            self._library_iterators_trained_on()
+            return
+        if not analysis.roles.names(Role.OPTIMIZER):
             return  # optimizer-free training is AM912's
         if any(n.attr.value in _SPLITS for n in analysis.nodes("Attribute")):  # type: ignore[attr-defined]
             return  # the script splits its data by process itself
@@ -101,8 +106,59 @@ class UnsplitTrainingData(Rule):
                 if _iterates_something(analysis, c.node, seen_into):
                     return  # batches drawn from an object we cannot see into (a loader a helper made)
                 text = cst.Module([]).code_for_node(c.node).strip()
-                self.report(c.node, call=text if len(text) < 40 else "backward()")
+                self.report(c.node, call=text if len(text) < 40 else "backward()", data=self._served_data(c) or _UNSERVED)
                 return
+
+    def _library_iterators_trained_on(self) -> None:
+        """In a file the migration leaves alone (an engine its callers set up), a training
+        loop over torchtext's iterator: whatever its callers prepare, the batches stay whole."""
+        analysis = self.analysis
+        iterators = library_batch_iterators(analysis.facts)
+        for loop in analysis.facts.loops:
+            if loop.iter_name not in iterators:
+                continue
+            backward = _backward_of_loop(analysis, loop.node)
+            if backward is not None:
+                text = cst.Module([]).code_for_node(backward).strip()
+                data = f"{self._library_batches(loop, iterators)}, whatever the callers prepare"
+                self.report(backward, call=text if len(text) < 40 else "backward()", data=data)
+                return
+
+    def _served_data(self, backward) -> str | None:
+        """The library iterator a loop around the backward draws from, in words."""
+        iterators = library_batch_iterators(self.analysis.facts)
+        for loop in self.analysis.facts.loops:
+            if loop.iter_name in iterators and any(l is loop.node for l in backward.loops):
+                return self._library_batches(loop, iterators)
+        return None
+
+    def _library_batches(self, loop, iterators: dict[str, tuple[str, str]]) -> str:
+        line = self.analysis.position(loop.node).start.line
+        source, cls = iterators[loop.iter_name]
+        of = f"a `{cls}`" if source == loop.iter_name else f"which `{source}`, a `{cls}`, hands out"
+        return f"the batches of `{loop.iter_name}` (line {line}), {of}: no DataLoader, so prepare() cannot take it"
+
+
+_UNSERVED = "data no prepared DataLoader serves"
+
+
+def _backward_of_loop(analysis, loop: cst.For) -> cst.Call | None:
+    """The first `.backward()` the loop runs: in its body, or in a function of this file
+    (a method of its class) that its body calls."""
+    called = set()
+    for c in analysis.facts.calls:
+        if any(l is loop for l in c.loops):
+            func = c.node.func
+            called.add(func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else "")
+    for c in analysis.facts.calls:
+        func = c.node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "backward"):
+            continue
+        if (analysis.imports.qualify(func.value) or "").startswith("torch"):
+            continue  # torch.autograd.backward(...) spelled through the module
+        if any(l is loop for l in c.loops) or isinstance(c.scope, cst.FunctionDef) and c.scope.name.value in called:
+            return c.node
+    return None
 
 
 _ENVIRONMENTS = ("gym.", "gymnasium.")

@@ -6,6 +6,7 @@ import libcst as cst
 
 from migrator.analysis import dotted_name
 from migrator.analysis.branches import is_accelerator_receiver
+from migrator.analysis.kept_objects import kept_note, kept_object
 from migrator.analysis.reach import unreachable_note
 from migrator.cst import attr_call, with_clean_commas
 from migrator.edits import replace
@@ -45,7 +46,9 @@ class TensorBackward(Rule):
     a method of a class that does not hold one), the backward is left as it is and
     reported; AM002 says why. `self.backward()` in a class not built on `Tensor` calls a
     method of the class (a model object's `backward()` holding the loss's own backward),
-    and is not reported.
+    and is not reported. Nor is the `backward()` of an object a class keeps from its
+    `__init__` (`loss = self.loss`, a loss object of the project's own holding the tensor):
+    it is reported, left as written, since `accelerator.backward` takes the tensor.
     """
 
     code = "AM301"
@@ -83,6 +86,11 @@ class TensorBackward(Rule):
             return
         if name == "self" and not self._in_tensor_class(node) or self._own_instance(receiver):
             return  # `self.backward()`, `learner.backward(x)`: a method of a class (Attention-Gated's models), not a tensor's
+        kept = kept_object(analysis, receiver, analysis.scope_of(node))
+        if kept is not None:
+            shown = cst.Module([]).code_for_node(receiver)
+            self.report(node, receiver=shown, note=f" (left as written: {kept_note(shown, kept)})")
+            return
         if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value == "scale":
             return  # scaler.scale(loss).backward() belongs to the mixed-precision rules
         apex = analysis.patterns.precision.apex if analysis.patterns is not None else None

@@ -57,6 +57,11 @@ _PREPARE_IN_BASE = (
     "prepare the training loader here and the model together with its optimizer where the classes build the "
     "optimizer, in place of any DataParallel wrap there"
 )
+# A class picked from a table of the project's classes (`Trainer = train_factory[opt.task]`)
+_FROM_TABLE = (
+    "`{call}` is one of the classes of a table in `{module}`, part of this project, which the migration does not "
+    "follow; whichever it is gets no Accelerator, and its {parts} need it (the findings of its class's file say what)"
+)
 # An evaluation on loaders left whole computes on all the data: nothing of it is missing.
 _LEFT_WHOLE = (
     "`{module}` is part of this project, but this function is left without the Accelerator (a caller the "
@@ -79,6 +84,16 @@ _HELPER_SHARE = (
     "`{cls}` is part of this project and gets no Accelerator; it reads {loaders} prepared, so only this process's "
     "share of it, and what it computes from it (features, a fitted metric, a statistic) stands for the whole data: "
     "hand it the loader as it was before prepare(), or gather what it computes by hand"
+)
+# ... and for what its evaluation methods read beside it
+_SHARE_EVALUATED = (
+    "; its evaluation reads {loaders} prepared, so only this process's share, and the figures it computes "
+    "from it stand for the whole data: gather them there by hand, or keep this loader out of prepare()"
+)
+# ... and for a method of one that is handed the optimizer too: it trains
+_HELPER_TRAINS = (
+    "`{cls}` is part of this project and gets no Accelerator; its backward, metrics and prints need it (the "
+    "findings of its code say what)"
 )
 # ... and for one that trains on it: the share is right, only its figures are partial
 _SHARE_TRAINING = (
@@ -143,6 +158,12 @@ class TrainingInAnotherModule(Rule):
     function of the run that the run could not migrate together with this file is named
     as part of the project (never "migrate it as well", it is migrated already).
 
+    A class the file picks from a table of the project's classes (`Trainer =
+    train_factory[opt.task]`, then `Trainer(opt, model, optimizer)`) is named the same way,
+    as a class of the table's module, with what its methods read: a training method its
+    share, an evaluation method (`trainer.val(epoch, val_loader)`) a share it would take
+    for the whole data.
+
     ## Known limits
     A module counts as the project's own when its import root is not a known library;
     only functions whose names say they train or evaluate are reported. An evaluation
@@ -198,7 +219,7 @@ class TrainingInAnotherModule(Rule):
         inherits = {spelling: (base, file) for spelling, base, file in self.ctx.config.project_inherits}
         members = set(self.ctx.config.project_members)  # functions of the run's other files
         for c in analysis.facts.calls:
-            qualified = c.qualified or ""
+            qualified = c.qualified or _from_a_table(analysis, c.node) or ""
             module, _, function = qualified.rpartition(".")
             root = module.split(".")[0]
             library = root in _LIBRARIES and (root not in _LIBRARY_API or function in _LIBRARY_API[root])
@@ -221,9 +242,10 @@ class TrainingInAnotherModule(Rule):
             own_share = c.func in self.ctx.config.project_sharding_readers
             advice = self._advice(
                 c.func, module, what, inherits, members, through_methods=bool(shared), reads_whole=bool(whole), own_share=own_share,
+                from_table=c.qualified is None,
             )
             if shared:
-                advice += self._share(c.func or function, what).format(loaders=", ".join(shared))
+                advice += self._shares(c, function, what, shared)
             advice += whole
             self.report(c.node, call=c.func or function, module=module, what=what, advice=advice)
         self._helpers_handed_a_share(seen)
@@ -248,8 +270,26 @@ class TrainingInAnotherModule(Rule):
                     continue
                 spelling = dotted_name(method.func) or cls
                 seen.add(spelling)
-                advice = _HELPER_SHARE.format(cls=cls, loaders=", ".join(shared))
-                self.report(method, call=spelling, module=module, what=_given(analysis, method) or "loader", advice=advice)
+                what = _given(analysis, method) or "loader"
+                if "optimizer" in what:  # a method that trains: on its share, as it should, but without the Accelerator
+                    advice = _HELPER_TRAINS.format(cls=cls) + _SHARE_TRAINING.format(loaders=", ".join(shared))
+                else:
+                    advice = _HELPER_SHARE.format(cls=cls, loaders=", ".join(shared))
+                self.report(method, call=spelling, module=module, what=what, advice=advice)
+
+    def _shares(self, c, function: str, what: str, shared: list[str]) -> str:
+        """What reading the prepared loaders means for the object a call builds: by the
+        call, or, for a trainer object handed the optimizer whose evaluation methods read
+        some of them (CenterNet's `trainer.val(epoch, val_loader)`), by method."""
+        evaluated = list(dict.fromkeys(
+            name for method in _method_calls(self.analysis, c.node)
+            if _EVALUATION_WORDS.search((dotted_name(method.func) or "").rpartition(".")[2])
+            for name in _loaders(self.analysis, method, prepared=True)
+        ))
+        trained = [name for name in shared if name not in evaluated]
+        if "optimizer" not in what or not evaluated or not trained:
+            return self._share(c.func or function, what).format(loaders=", ".join(shared))
+        return _SHARE_TRAINING.format(loaders=", ".join(trained)) + _SHARE_EVALUATED.format(loaders=", ".join(evaluated))
 
     def _evaluates_whole(self, call: str, what: str) -> bool:
         """An evaluation handed no optimizer that shards its own loaders and gathers what it
@@ -270,7 +310,7 @@ class TrainingInAnotherModule(Rule):
 
     def _advice(
         self, call: str, module: str, what: str, inherits: dict[str, tuple[str, str]], members: set[str],
-        through_methods: bool = False, reads_whole: bool = False, own_share: bool = False,
+        through_methods: bool = False, reads_whole: bool = False, own_share: bool = False, from_table: bool = False,
     ) -> str:
         """Why the Accelerator does not reach a training function of another module. One
         named for an evaluation and handed no optimizer (here, or by what its body does with
@@ -285,6 +325,8 @@ class TrainingInAnotherModule(Rule):
             parts = "prints (it reads its data whole: each process evaluates all of it)"
         else:
             parts = "metrics and prints" if evaluates else "backward, metrics and prints"
+        if from_table:
+            return _FROM_TABLE.format(module=module, call=call, parts=parts)
         if call in inherits:
             base, file = inherits[call]
             return _INHERITS.format(module=module, call=call, base=base, file=file, prepare=_prepared_where(what))
@@ -357,6 +399,21 @@ class TrainingInAnotherModule(Rule):
                 continue
             edit = replace(c.node, _with_keyword(c.node, reach))
             self.report(c.node, edits=[edit], call=c.func, module=module, what=what, advice=_PASSED.format(module=module))
+
+
+def _from_a_table(analysis, call: cst.Call) -> str | None:
+    """`Trainer(opt, model, optimizer)` where the file binds `Trainer = train_factory[opt.task]`
+    once, the table imported from a module of the project (CenterNet's trains.train_factory):
+    `module.Trainer`, a class of that module's."""
+    name = dotted_name(call.func)
+    if name is None or "." in name:
+        return None
+    values = [b.value for b in analysis.facts.bindings if b.name == name]
+    if len(values) != 1 or not isinstance(values[0], cst.Subscript):
+        return None
+    table = analysis.imports.qualify(values[0].value) or ""
+    module = table.rpartition(".")[0]
+    return f"{module}.{name}" if module and module.split(".")[0] not in _LIBRARIES else None
 
 
 def _loaders(analysis, call: cst.Call, *, prepared: bool) -> list[str]:

@@ -291,16 +291,42 @@ def _served_by(facts: Facts, iterators: frozenset[str]) -> set[str]:
 
 def own_batch_iterators(facts: Facts) -> set[str]:
     """Names bound to an instance of a class of this file that serves batches itself
-    (`__iter__` or `__next__`) and is no DataLoader: prepare() cannot take it."""
+    (`__iter__` or `__next__`) and is no DataLoader, or to a library's batch iterator
+    (library_batch_iterators): prepare() cannot take it."""
     classes = {
         name for name, cls in facts.classes.items()
         if not any((dotted_name(b.value) or "").endswith("DataLoader") for b in cls.bases)
         and any(isinstance(s, cst.FunctionDef) and s.name.value in ("__iter__", "__next__") for s in cls.body.body)
     }
-    return {
+    return set(library_batch_iterators(facts)) | {
         b.name for b in facts.bindings
         if classes and b.element is None and isinstance(b.value, cst.Call) and dotted_name(b.value.func) in classes
     }
+
+
+# torchtext's (legacy) iterators batch a Dataset of their own kind and shuffle with their own state
+_LIBRARY_ITERATORS = ("BucketIterator", "BPTTIterator", "Iterator")
+_TORCHTEXT_MODULES = ("torchtext.data", "torchtext.legacy.data", "torchtext.data.iterator", "torchtext.legacy.data.iterator")
+
+
+def library_batch_iterators(facts: Facts) -> dict[str, tuple[str, str]]:
+    """Names bound to torchtext's `BucketIterator(...)` (also as `BucketIterator.splits(...)`
+    unpacks them), or to what one hands out (`batch_iterator.__iter__()`): name -> (the
+    iterator's name, its class). No DataLoader: prepare() cannot take it, nor split what
+    it serves."""
+    out = {}
+    for b in facts.bindings:
+        if isinstance(b.value, cst.Call):
+            qualified = (facts.imports.qualify(b.value.func) or "").removesuffix(".splits")
+            module, _, name = qualified.rpartition(".")
+            if name in _LIBRARY_ITERATORS and module in _TORCHTEXT_MODULES:
+                out[b.name] = (b.name, qualified)
+    for b in facts.bindings:
+        value = b.value
+        if out and b.element is None and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                and value.func.attr.value in ("__iter__", "create_batches") and dotted_name(value.func.value) in out:
+            out[b.name] = out[dotted_name(value.func.value)]
+    return out
 
 
 def _optimizers_from_factories(facts: Facts, roles: dict[str, Role]) -> None:

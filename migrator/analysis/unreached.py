@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from migrator.analysis.kept_objects import kept_note, kept_object
 from migrator.analysis.names import dotted_name
 from migrator.analysis.roles import Role
 
@@ -172,7 +173,9 @@ def _training_needs(analysis: "ScriptAnalysis", function: cst.FunctionDef) -> li
             shown = _code(receiver.with_changes(lpar=[], rpar=[]) if hasattr(receiver, "lpar") else receiver)
             loss = shown if len(shown) < 40 else "loss"
             called = _code(func.value) if len(_code(func.value)) < 40 else "loss"
-            needs.append(Need(c.node, f"calls `{called}.backward()`", f"`accelerator.backward({loss})`"))
+            kept = kept_object(analysis, receiver, function)
+            instead = f"`accelerator.backward(...)`, not of `{loss}`: {kept_note(loss, kept)}" if kept else f"`accelerator.backward({loss})`"
+            needs.append(Need(c.node, f"calls `{called}.backward()`", instead))
         elif qualified.startswith("torch.nn.utils") and qualified.rsplit(".", 1)[-1] in _CLIPS:
             method = _CLIPS[qualified.rsplit(".", 1)[-1]]
             needs.append(Need(c.node, f"clips with `{qualified.rsplit('.', 1)[-1]}`", f"`accelerator.{method}(...)`"))
