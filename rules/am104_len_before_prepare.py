@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import Role, dotted_name
+from migrator.analysis.served_counts import served_counts
 from migrator.rule import Example, Rule
 
 
@@ -33,6 +34,11 @@ class LenBeforePrepare(Rule):
     total_steps = epochs * len(train_loader)
     ```
 
+    A count of the training data taken from the object that serves the loader
+    (`steps_per_epoch = self.parser.get_train_size()` beside `train_loader=
+    self.parser.get_train_set()`), sizing a scheduler stepped once per batch, is reported
+    the same way: it counts the loader before it is prepared, whatever this file prepares.
+
     ## Known limits
     The migrator avoids this by where it puts `prepare()`; this finding is what remains
     when placement could not (the length is needed before the model exists).
@@ -40,7 +46,7 @@ class LenBeforePrepare(Rule):
 
     code = "AM104"
     name = "len-before-prepare"
-    message = "len({loader}) is taken before prepare(): on N processes it counts all processes' batches"
+    message = "{count} is taken before prepare(): on N processes it counts all processes' batches{note}"
     examples = (
         Example(
             before=(
@@ -56,6 +62,16 @@ class LenBeforePrepare(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
+        told = set()
+        for served in served_counts(analysis):
+            if id(served.count) in told:
+                continue
+            told.add(id(served.count))
+            code = cst.Module([]).code_for_node
+            note = _SERVED.format(
+                loader=code(served.loader), line=analysis.position(served.loader).start.line, scheduler=served.scheduler,
+            )
+            self.report(served.count, count=code(served.count), note=note)
         if not analysis.prepare_calls:
             return
         for use in analysis.lens:
@@ -71,7 +87,7 @@ class LenBeforePrepare(Rule):
                 continue
             if self._sizes_prepared_scheduler(use.call):
                 continue
-            self.report(use.call, loader=use.loader)
+            self.report(use.call, count=f"len({use.loader})", note="")
 
     def _sizes_prepared_scheduler(self, call: cst.Call) -> bool:
         """The length feeds only schedulers that prepare() receives: directly, or through
@@ -116,6 +132,14 @@ class LenBeforePrepare(Rule):
             if _reads_name(analysis, load.node, name):
                 reads.append(analysis.statement_of(load.node))
         return reads
+
+
+_SERVED = (
+    " (it counts the batches of `{loader}` (line {line}), the loader the training draws from, and sizes "
+    "`{scheduler}`, stepped once per batch: once that loader is prepared, each process steps through 1/N of them "
+    "per epoch, and the schedule lasts N times as long; pass the scheduler to prepare() with that loader (a "
+    "prepared scheduler steps once for each process), or size it from `len()` of the prepared loader)"
+)
 
 
 def _reads_name(analysis, node: cst.Name, name: str) -> bool:

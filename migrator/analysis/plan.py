@@ -158,23 +158,48 @@ def stepped_in_a_helper(facts: Facts, name: str) -> str | None:
 
 
 def stepped_elsewhere(facts: Facts, name: str) -> bool:
-    """No `name.step()` in this file, but `name` is handed to a call (a training function
-    of another module steps it)."""
+    """No `name.step()` in this file, nor of a parameter of a function of this file it is
+    handed to, but `name` is handed to a call (a training function of another module steps it)."""
     for c in facts.calls:
         func = c.node.func
         if isinstance(func, cst.Attribute) and func.attr.value == "step" and dotted_name(func.value) == name:
             return False
+    if steps_through_parameters(facts, name):
+        return False
     return any(dotted_name(arg.value) == name for c in facts.calls for arg in c.node.args)
 
 
+def steps_through_parameters(facts: Facts, name: str) -> list:
+    """The `.step()` calls of the parameters `name` is handed to in functions of this file
+    (`self.train_epoch(..., scheduler=self.scheduler)`, then `scheduler.step()` there)."""
+    handed: set[tuple[int, str]] = set()
+    for c in facts.calls:
+        func = c.node.func
+        callee = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else None
+        for function in facts.functions.get(callee or "", ()):
+            params = [p for p in facts.params.get(id(function), ()) if p not in ("self", "cls")]
+            for i, arg in enumerate(a for a in c.node.args if a.keyword is None and not a.star):
+                if dotted_name(arg.value) == name and i < len(params):
+                    handed.add((id(function), params[i]))
+            for arg in c.node.args:
+                if arg.keyword is not None and dotted_name(arg.value) == name:
+                    handed.add((id(function), arg.keyword.value))
+    return [
+        c for c in facts.calls
+        if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "step"
+        and (id(c.scope), dotted_name(c.node.func.value)) in handed
+    ]
+
+
 def scheduler_steps_per_epoch(facts: Facts, name: str, loop_iters: dict[int, str | None], loaders: set[str]) -> bool:
-    """True when no `.step()` of this scheduler runs inside a loop over a dataloader."""
+    """True when no `.step()` of this scheduler (or of a parameter of this file's functions
+    it is handed to) runs inside a loop over a dataloader."""
     steps = [
         c for c in facts.calls
         if isinstance(c.node.func, cst.Attribute)
         and c.node.func.attr.value == "step"
         and dotted_name(c.node.func.value) == name
-    ]
+    ] + steps_through_parameters(facts, name)
     if not steps:
         return True
     return not any(loop_iters.get(id(loop)) in loaders for c in steps for loop in c.loops)
