@@ -218,7 +218,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     readable += list(around)
     marks = {
         "project_unused": (b"transformers", b"torchvision", b"nn."), "project_distribution": (b"init_process_group", b"get_rank", b"DataParallel", b"FileHandler", b"basicConfig"),
-        "project_roles": (b"import",), "project_downloads": (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo"), "project_meters": (b".update(",),
+        "project_roles": (b"import",), "project_downloads": (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo"), "project_download_draws": (b"download",), "project_meters": (b".update(",),
         "project_entered": (b"import",), "project_states": (b"state_dict",),
         "project_enters": (b"import",), "project_called": (b"import",), "project_called_any": (b"import",), "project_writers": (b"open(", b"save(", b"save_image", b"copy"),
         "project_loggers": (b"Writer(",), "project_inherits": (b"class ",), "project_bases": (b"class ",), "project_print_silencers": (b".print",),
@@ -241,7 +241,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     read_only = frozenset(i.path for i in around)
     readers = {
         "project_unused": project.unused_models, "project_distribution": project.distribution_calls,
-        "project_roles": project.role_calls, "project_downloads": project.download_calls,
+        "project_roles": project.role_calls, "project_downloads": project.download_calls, "project_download_draws": project.download_draw_calls,
         "project_meters": project.meter_calls, "project_entered": project.entered_calls,
         "project_states": project.state_calls, "project_enters": project.entering_calls,
         "project_called": project.called_elsewhere, "project_called_any": project.called_elsewhere,

@@ -66,6 +66,7 @@ class Config:
     project_refused: tuple[str, ...] = ()  # calls of the run's training functions whose own migration with the Accelerator was left as written (project/decide.py)  # calls of run functions given no Accelerator: (spelling, it trains)
     project_evaluations: tuple[str, ...] = ()  # calls of the run's evaluation functions and classes, threaded or not (project/decide.py)
     project_placing: tuple[str, ...] = ()  # calls of the run's functions and classes that move tensors to a device themselves (project/decide.py)
+    project_download_draws: tuple[tuple[str, str], ...] = ()  # ... of those, the ones drawing from a global random generator as they run: (spelling, where) (project/downloads.py)
     project_downloads: tuple[str, ...] = ()  # calls of other files' functions that download a data set (project/downloads.py)
     project_print_silencers: tuple[str, ...] = ()  # calls of other files' functions that silence print off the main process (project/print_silencers.py)
     # calls of other files' functions and the roles of their arguments by use there (project/param_roles.py)

@@ -21,6 +21,13 @@ _DOWNLOADERS = {
 _DATASET_MODULES = ("torchvision.datasets.", "torchaudio.datasets.")
 
 
+# making the data set draws from a global generator (open-reid's viper: a random split)
+_DRAWS = (
+    "making it can draw from the global random generator ({where}): under `main_process_first()` only the main "
+    "process would draw on a first run, and every later draw (a shuffle, a train/val split) would differ between "
+    "the processes; wrap it so and seed the generators again after the block, with one seed on every process, "
+    "or download the data once before launching"
+)
 _FIRST = "; the main process downloads first (`with accelerator.main_process_first():`), the others then read its copy"
 
 
@@ -65,6 +72,11 @@ class DatasetDownloadOnEveryProcess(Rule):
     main process's turn), so the statement is wrapped only where every process runs it:
     not under a rank test, not in a function that this file never calls or calls only
     from the main process, and not in a statement that runs another collective.
+
+    A data set of the run that draws from a global random generator while it is made (a
+    random split written beside the data) is left as written: under `main_process_first()`
+    only the main process would make that draw on a first run, and every later draw would
+    differ between the processes.
 
     ## Known limits
     A download written by hand (`urllib`, `requests` and `tarfile`) is not recognised.
@@ -115,6 +127,7 @@ class DatasetDownloadOnEveryProcess(Rule):
             self._before_the_accelerator()
             return
         wrappable: list[tuple[cst.Call, cst.SimpleStatementLine, str]] = []
+        draws = dict(self.ctx.config.project_download_draws)
         for fact in analysis.facts.calls:
             if not self._downloads(fact):
                 continue
@@ -123,6 +136,8 @@ class DatasetDownloadOnEveryProcess(Rule):
             if self._main_only(call):
                 continue
             line, why = self._line(call)
+            if fact.func in draws:
+                why = _DRAWS.format(where=draws[fact.func])
             if why is not None:
                 self.report(call, call=shown, note=f" (left as written: {why})")
             elif line is not None:

@@ -86,7 +86,7 @@ class TensorBackward(Rule):
             return
         if name == "self" and not self._in_tensor_class(node) or self._own_instance(receiver):
             return  # `self.backward()`, `learner.backward(x)`: a method of a class (Attention-Gated's models), not a tensor's
-        kept = kept_object(analysis, receiver, analysis.scope_of(node))
+        kept = kept_object(analysis, node, analysis.scope_of(node))
         if kept is not None:
             shown = cst.Module([]).code_for_node(receiver)
             self.report(node, receiver=shown, note=f" (left as written: {kept_note(shown, kept)})")

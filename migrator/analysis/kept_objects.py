@@ -14,13 +14,17 @@ import libcst as cst
 from migrator.analysis.names import dotted_name
 
 
-def kept_object(analysis, receiver: cst.BaseExpression, scope: cst.CSTNode) -> str | None:
-    """`self.loss` when the receiver of a `.backward()` is that attribute (or a name of
-    `scope` bound only to it), and the class sets it only in `__init__`, from a parameter
-    or a constructor call: an object with a `backward()` of its own. None otherwise (a
-    tensor stored by another method, `self.loss_G = ...` in `backward_G`, is a tensor)."""
+def kept_object(analysis, backward: cst.Call, scope: cst.CSTNode) -> str | None:
+    """`self.loss` when the receiver of a bare `.backward()` is that attribute (or a name
+    of `scope` bound only to it), and the class sets it only in `__init__`, from a
+    parameter or a constructor call: an object with a `backward()` of its own. None
+    otherwise: a tensor stored by another method (`self.loss_G = ...` in `backward_G`) is
+    a tensor, and an object's `backward(loss)` handed the loss (guided-diffusion's
+    `self.mp_trainer.backward(loss)`) is AM301's to rewrite."""
+    if backward.args or not isinstance(backward.func, cst.Attribute):
+        return None
     facts = analysis.facts
-    name = dotted_name(receiver) or ""
+    name = dotted_name(backward.func.value) or ""
     if "." not in name:
         values = [b.value for b in facts.bindings if b.name == name and b.scope is scope]
         attrs = {dotted_name(v) for v in values if v is not None}

@@ -173,7 +173,7 @@ def _training_needs(analysis: "ScriptAnalysis", function: cst.FunctionDef) -> li
             shown = _code(receiver.with_changes(lpar=[], rpar=[]) if hasattr(receiver, "lpar") else receiver)
             loss = shown if len(shown) < 40 else "loss"
             called = _code(func.value) if len(_code(func.value)) < 40 else "loss"
-            kept = kept_object(analysis, receiver, function)
+            kept = kept_object(analysis, c.node, function)
             instead = f"`accelerator.backward(...)`, not of `{loss}`: {kept_note(loss, kept)}" if kept else f"`accelerator.backward({loss})`"
             needs.append(Need(c.node, f"calls `{called}.backward()`", instead))
         elif qualified.startswith("torch.nn.utils") and qualified.rsplit(".", 1)[-1] in _CLIPS:

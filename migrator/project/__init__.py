@@ -41,7 +41,7 @@ two are migrated together, whole or not at all:
 from migrator.project.batch_params import batch_params
 from migrator.project.dir_makers import dir_maker_calls
 from migrator.project.dist_helpers import distribution_calls
-from migrator.project.downloads import download_calls
+from migrator.project.downloads import download_calls, download_draw_calls
 from migrator.project.drives import driving_calls
 from migrator.project.entries import called_elsewhere, entered_calls, entering_calls, launched
 from migrator.project.decide import (
@@ -69,5 +69,5 @@ from migrator.project.writers import writer_calls, writers_callers_gate
 
 __all__ = [
     "Call", "FileIndex", "Function", "Outcome", "SEPARATOR", "STUB",
-    "batch_params", "called_elsewhere", "candidates", "decide", "dir_maker_calls", "distribution_calls", "download_calls", "driving_calls", "entered_calls", "evaluation_calls", "entering_calls", "evaluations_left_whole", "file_keeper_calls", "freezer_calls", "gathering_reader_calls", "index", "inheriting_calls", "installed_packages", "iterator_params", "launched", "linked", "loader_calls", "logger_calls", "member_calls", "meter_calls", "output_writer_calls", "module_reader_calls", "placing_calls", "print_silencer_calls", "refused_alone", "refused_trainers", "role_calls", "saver_calls", "sharded_loader_calls", "sharded_params", "sharding_reader_calls", "split_helper_calls", "state_calls", "subclassed_elsewhere", "trainers_called", "unpassed_params", "unused_models", "with_reasons", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls", "writers_callers_gate",
+    "batch_params", "called_elsewhere", "candidates", "decide", "dir_maker_calls", "distribution_calls", "download_calls", "download_draw_calls", "driving_calls", "entered_calls", "evaluation_calls", "entering_calls", "evaluations_left_whole", "file_keeper_calls", "freezer_calls", "gathering_reader_calls", "index", "inheriting_calls", "installed_packages", "iterator_params", "launched", "linked", "loader_calls", "logger_calls", "member_calls", "meter_calls", "output_writer_calls", "module_reader_calls", "placing_calls", "print_silencer_calls", "refused_alone", "refused_trainers", "role_calls", "saver_calls", "sharded_loader_calls", "sharded_params", "sharding_reader_calls", "split_helper_calls", "state_calls", "subclassed_elsewhere", "trainers_called", "unpassed_params", "unused_models", "with_reasons", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "writer_calls", "writers_callers_gate",
 ]

@@ -41,6 +41,13 @@ def deep_downloaders(sources: dict[str, bytes], files: dict[str, FileIndex], tar
     return {t for t in targets if reader.downloads(t)}
 
 
+def random_draws(sources: dict[str, bytes], files: dict[str, FileIndex], targets: set[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, int]]:
+    """Of `targets` (downloading functions and classes of the run), where each first draws
+    from a global random generator while it runs, reading through the run's files."""
+    reader = _Reader(sources, files) if targets else None
+    return {t: found for t in targets if reader is not None and (found := reader.draws(t)) is not None}
+
+
 class _Reader:
     """The run's files parsed once, and what each function or class is found to do."""
 
@@ -68,6 +75,25 @@ class _Reader:
             )
         self.memo[target] = found
         return found
+
+    def draws(self, target: tuple[str, str], depth: int = 0, seen: set | None = None) -> tuple[str, int] | None:
+        """Where making `target` first draws from a global random generator (viper's
+        `pids = np.random.permutation(num)` in the `download()` its `__init__` calls),
+        through its own methods and the run's functions it calls: (file, line), or None."""
+        seen = set() if seen is None else seen
+        tree = self.trees.get(target[0])
+        if target in seen or tree is None or depth > _DEPTH:
+            return None
+        seen.add(target)
+        imports = module_imports(tree)
+        for body in _bodies(tree, target[1]):
+            for call in _unguarded_calls(body):
+                if _global_draw(qualify(call.func, imports), call):
+                    return target[0], call.lineno
+                for callee in self.callees(target[0], call):
+                    if callee != target and (found := self.draws(callee, depth + 1, seen)) is not None:
+                        return found
+        return None
 
     def callees(self, path: str, call: ast.Call) -> list[tuple[str, str]]:
         """What a call in `path` runs, among the run's functions and classes: by name, as
@@ -114,6 +140,41 @@ def _body(tree: ast.Module, name: str) -> ast.AST | None:
         if isinstance(node, ast.ClassDef) and node.name == name:
             return init_of(node)
     return None
+
+
+def _bodies(tree: ast.Module, name: str) -> list[ast.AST]:
+    """The function `name`; for a class, its `__init__` and the methods it calls on `self`,
+    however far (`self.download()`, then `self._split()` there)."""
+    body = _body(tree, name)
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    if body is None or cls is None:
+        return [body] if body is not None else []
+    methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)}
+    out, todo = [], [body]
+    while todo:
+        function = todo.pop()
+        if function in out:
+            continue
+        out.append(function)
+        for call in _unguarded_calls(function):
+            func = call.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and func.attr in methods:
+                todo.append(methods[func.attr])
+    return out
+
+
+# the global generators' own set-up, not draws
+_NOT_DRAWS = {"seed", "RandomState", "default_rng", "Generator", "Random", "SystemRandom", "get_state", "set_state", "getstate", "setstate"}
+_TORCH_DRAWS = {"rand", "randn", "randint", "randperm", "bernoulli", "multinomial", "normal"}
+
+
+def _global_draw(qualified: str, call: ast.Call) -> bool:
+    """`np.random.permutation(n)`, `random.shuffle(ids)`, `torch.randperm(n)` (no generator
+    of its own): a draw that moves the process's global generator on."""
+    module, _, name = qualified.rpartition(".")
+    if name in _NOT_DRAWS or any(k.arg == "generator" for k in call.keywords):
+        return False
+    return module in ("numpy.random", "random") or module == "torch" and name in _TORCH_DRAWS
 
 
 def _own_download(call: ast.Call) -> bool:

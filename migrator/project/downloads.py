@@ -11,10 +11,11 @@ Read with `ast`; a function that calls another of its file that downloads downlo
 from __future__ import annotations
 
 import ast
+import os
 
 from migrator.analysis.weights import fetches_weights
 from migrator.analysis.ast_imports import module_imports, qualify
-from migrator.project.deep_downloads import deep_downloaders
+from migrator.project.deep_downloads import deep_downloaders, random_draws
 from migrator.project.index import FileIndex, init_of
 
 _MARKS = (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo")
@@ -26,6 +27,36 @@ def download_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> di
     """For each file of the run that calls a downloading function of another file: the
     calls as spelled there, as Config.project_downloads takes them. A function downloads
     through the run's other files too, a few calls deep (project/deep_downloads.py)."""
+    downloading = _downloading(sources, files)
+    out = {}
+    for path, f in files.items():
+        calls = {c.spelling for c in f.calls if c.target in downloading and c.target[0] != path}
+        if calls:
+            out[path] = tuple(sorted(calls))
+    return out
+
+
+def download_draw_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[tuple[str, str], ...]]:
+    """For each file of the run that calls a downloading function of another file which
+    draws from a global random generator while it runs (a random split written beside the
+    data): (the call as spelled there, where the draw is), as Config.project_download_draws
+    takes them. Under `main_process_first()` only the main process makes that draw on a
+    first run, so its generator ends up elsewhere than the others'."""
+    downloading = _downloading(sources, files)
+    draws = random_draws(sources, files, downloading)
+    out = {}
+    for path, f in files.items():
+        calls = {
+            (c.spelling, f"{os.path.relpath(draws[c.target][0], os.path.dirname(path) or '.')}:{draws[c.target][1]}")
+            for c in f.calls if c.target in draws and c.target[0] != path
+        }
+        if calls:
+            out[path] = tuple(sorted(calls))
+    return out
+
+
+def _downloading(sources: dict[str, bytes], files: dict[str, FileIndex]) -> set[tuple[str, str]]:
+    """The run's functions and classes, called from another file, that download."""
     targets = {c.target for f in files.values() for c in f.calls if c.target[0] != f.path}
     downloading: set[tuple[str, str]] = set()
     for path in sorted({t[0] for t in targets}):
@@ -37,12 +68,7 @@ def download_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> di
             continue
         downloading |= {(path, name) for name in downloaders(tree)}
     downloading |= deep_downloaders(sources, files, targets - downloading)
-    out = {}
-    for path, f in files.items():
-        calls = {c.spelling for c in f.calls if c.target in downloading and c.target[0] != path}
-        if calls:
-            out[path] = tuple(sorted(calls))
-    return out
+    return downloading
 
 
 def downloaders(tree: ast.Module) -> set[str]:
