@@ -5,6 +5,8 @@ Nothing here edits the tree.
 
 from __future__ import annotations
 
+import re
+
 from typing import Iterator
 
 import libcst as cst
@@ -16,6 +18,12 @@ from migrator.analysis.roles import Role, RoleTable
 from migrator.analysis.walk import descendants, walk
 
 COLLECTORS = {"append", "extend", "update", "add", "add_batch", "add_batches"}
+
+
+def snake_case(name: str) -> str:
+    """`addBatch` -> `add_batch`: lidar-bonnetal's confusion matrix (`evaluator.addBatch(argmax,
+    labels)`) collects as `add_batch` does."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: "_" + m.group(1).lower(), name)
 # methods whose result is no longer a tensor: `gather_for_metrics` cannot take it
 _OUT_OF_TORCH = {"numpy", "tolist", "item"}
 
@@ -121,7 +129,7 @@ class EvalLoop:
             return small.value if self._reads_tensors(small.value) else None
         if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             func = small.value.func
-            if isinstance(func, cst.Attribute) and func.attr.value in COLLECTORS:
+            if isinstance(func, cst.Attribute) and snake_case(func.attr.value) in COLLECTORS:
                 owner = dotted_name(func.value)
                 if owner and owner.split(".")[0] not in self.bound and self._reads_tensors(small.value):
                     return small.value
