@@ -127,9 +127,18 @@ class UnsplitTrainingData(Rule):
     def _served_data(self, backward) -> str | None:
         """The library iterator a loop around the backward draws from, in words."""
         iterators = library_batch_iterators(self.analysis.facts)
+        handed = set(self.ctx.config.project_iterators)  # made by another file of the run
         for loop in self.analysis.facts.loops:
-            if loop.iter_name in iterators and any(l is loop.node for l in backward.loops):
+            if not any(l is loop.node for l in backward.loops):
+                continue
+            if loop.iter_name in iterators:
                 return self._library_batches(loop, iterators)
+            if loop.iter_name in handed:
+                line = self.analysis.position(loop.node).start.line
+                return (
+                    f"the batches of `{loop.iter_name}` (line {line}), a batch iterator another file of the run makes: "
+                    "no DataLoader, so prepare() cannot take it"
+                )
         return None
 
     def _library_batches(self, loop, iterators: dict[str, tuple[str, str]]) -> str:

@@ -6,7 +6,7 @@ import libcst as cst
 
 from migrator.analysis import dotted_name
 from migrator.analysis.reach import accelerator_home
-from migrator.analysis.weights import fetches_weights
+from migrator.analysis.weights import fetches_text_data, fetches_weights
 from migrator.cst import adjacent_runs, wrap_statements
 from migrator.edits import Fix, replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -180,7 +180,7 @@ class DatasetDownloadOnEveryProcess(Rule):
         keywords = {
             a.keyword.value: cst.Module([]).code_for_node(a.value) for a in fact.node.args if a.keyword is not None
         }
-        if fetches_weights(qualified, keywords):
+        if fetches_weights(qualified, keywords) or fetches_text_data(qualified):
             return True
         for arg in fact.node.args:
             if arg.keyword is not None and arg.keyword.value == "download":

@@ -309,6 +309,12 @@ _LIBRARY_ITERATORS = ("BucketIterator", "BPTTIterator", "Iterator")
 _TORCHTEXT_MODULES = ("torchtext.data", "torchtext.legacy.data", "torchtext.data.iterator", "torchtext.legacy.data.iterator")
 
 
+def library_batch_iterator(qualified: str) -> bool:
+    """`torchtext.data.BucketIterator`, or its `.splits` (a tuple of them), by qualified name."""
+    module, _, name = qualified.removesuffix(".splits").rpartition(".")
+    return name in _LIBRARY_ITERATORS and module in _TORCHTEXT_MODULES
+
+
 def library_batch_iterators(facts: Facts) -> dict[str, tuple[str, str]]:
     """Names bound to torchtext's `BucketIterator(...)` (also as `BucketIterator.splits(...)`
     unpacks them), or to what one hands out (`batch_iterator.__iter__()`): name -> (the
@@ -317,10 +323,9 @@ def library_batch_iterators(facts: Facts) -> dict[str, tuple[str, str]]:
     out = {}
     for b in facts.bindings:
         if isinstance(b.value, cst.Call):
-            qualified = (facts.imports.qualify(b.value.func) or "").removesuffix(".splits")
-            module, _, name = qualified.rpartition(".")
-            if name in _LIBRARY_ITERATORS and module in _TORCHTEXT_MODULES:
-                out[b.name] = (b.name, qualified)
+            qualified = facts.imports.qualify(b.value.func) or ""
+            if library_batch_iterator(qualified):
+                out[b.name] = (b.name, qualified.removesuffix(".splits"))
     for b in facts.bindings:
         value = b.value
         if out and b.element is None and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \

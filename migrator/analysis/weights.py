@@ -29,3 +29,19 @@ def fetches_weights(qualified: str, keywords: dict[str, str]) -> bool:
     return (pretrained is not None and pretrained not in ("False", "None", "0")) or (
         weights is not None and weights != "None"
     )
+
+
+# torchtext's own data sets fetch their archive into `.data` whenever it is missing, with
+# no `download=` switch (`Multi30k.splits(...)`, `IMDB(split="train")`); these classes
+# only read files the caller names
+_TEXT_DATASET_MODULES = ("torchtext.datasets.", "torchtext.legacy.datasets.")
+_LOCAL_TEXT_DATASETS = {"TranslationDataset", "LanguageModelingDataset", "TabularDataset", "SequenceTaggingDataset", "Dataset"}
+
+
+def fetches_text_data(qualified: str) -> bool:
+    """`torchtext.datasets.Multi30k.splits(...)`, `torchtext.datasets.IMDB(...)`: a data set
+    torchtext downloads into the same folder on every process."""
+    if not qualified.startswith(_TEXT_DATASET_MODULES):
+        return False
+    name = qualified.removesuffix(".splits").removesuffix(".iters").rsplit(".", 1)[-1]
+    return name[:1].isupper() and name not in _LOCAL_TEXT_DATASETS

@@ -87,9 +87,10 @@ class _Reader:
         seen.add(target)
         imports = module_imports(tree)
         for body in _bodies(tree, target[1]):
-            for call in _unguarded_calls(body):
+            for call in _calls_found_missing(body):
                 if _global_draw(qualify(call.func, imports), call):
                     return target[0], call.lineno
+            for call in _unguarded_calls(body):
                 for callee in self.callees(target[0], call):
                     if callee != target and (found := self.draws(callee, depth + 1, seen)) is not None:
                         return found
@@ -160,6 +161,42 @@ def _bodies(tree: ast.Module, name: str) -> list[ast.AST]:
             func = call.func
             if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and func.attr in methods:
                 todo.append(methods[func.attr])
+    return out
+
+
+# what tests for files already there (`osp.exists(path)`, torchvision's `self._check_integrity()`)
+_CHECKS = ("exists", "isfile", "isdir", "check_integrity", "check_exists", "check_before_run")
+
+
+def _calls_found_missing(function: ast.AST) -> list[ast.Call]:
+    """The calls that run only when a test finds the files missing: under `if not
+    osp.exists(split_path):` (either branch of such a test: the code takes one or the
+    other by what is on disk), or after `if self._check_integrity(): return`. Those are
+    the calls a process runs or skips by whether another made the files first; the rest
+    runs alike on every process."""
+    out: list[ast.Call] = []
+
+    def checks(test: ast.AST) -> bool:
+        return any(isinstance(n, ast.Call) and (chain(n.func) or "").lstrip("_").rsplit(".", 1)[-1].lstrip("_") in _CHECKS for n in ast.walk(test))
+
+    def walk(statements: list[ast.stmt], found_missing: bool) -> None:
+        for statement in statements:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            if isinstance(statement, ast.If) and checks(statement.test):
+                walk(statement.body, True)
+                walk(statement.orelse, True)
+                if statement.body and isinstance(statement.body[-1], ast.Return):
+                    found_missing = True  # `if done: return`: what follows runs on a first run only
+                continue
+            if found_missing:
+                out.extend(n for n in ast.walk(statement) if isinstance(n, ast.Call))
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                inner = getattr(statement, field, None)
+                if isinstance(inner, list) and not found_missing:
+                    walk([s for s in inner if isinstance(s, ast.stmt)] + [s for h in inner if isinstance(h, ast.ExceptHandler) for s in h.body], False)
+
+    walk(getattr(function, "body", []), False)
     return out
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 import ast
 import os
 
-from migrator.analysis.weights import fetches_weights
+from migrator.analysis.weights import fetches_text_data, fetches_weights
 from migrator.analysis.ast_imports import module_imports, qualify
 from migrator.project.deep_downloads import deep_downloaders, random_draws
 from migrator.project.index import FileIndex, init_of
 
-_MARKS = (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo")
+_MARKS = (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo", b"torchtext")
 _DATASET_MODULES = ("torchvision.datasets.", "torchaudio.datasets.")
 _DOWNLOADERS = {"download_url", "download_and_extract_archive", "download_file_from_google_drive"}
 
@@ -92,7 +92,7 @@ def _downloads(node: ast.AST, imports: dict[str, str]) -> bool:
     qualified = qualify(node.func, imports)
     if qualified.rsplit(".", 1)[-1] in _DOWNLOADERS and "torchvision" in qualified:
         return True
-    if fetches_weights(qualified, {k.arg: ast.unparse(k.value) for k in node.keywords if k.arg}):
+    if fetches_weights(qualified, {k.arg: ast.unparse(k.value) for k in node.keywords if k.arg}) or fetches_text_data(qualified):
         return True
     for keyword in node.keywords:
         if keyword.arg == "download":

@@ -13,16 +13,21 @@ from __future__ import annotations
 import ast
 import os
 
-from migrator.project.index import FileIndex, chain, resolve_module, run_root
+from migrator.analysis.ast_imports import qualify
+from migrator.analysis.roles import library_batch_iterator
+from migrator.project.index import FileIndex, chain, resolve_module, run_root, trees_mentioning
 
 
 def iterator_params(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
     """For each file of the run: the parameters of its functions (and of its classes'
-    `__init__`) that a caller in another file hands a batch iterator of the run's own."""
+    `__init__`) that a caller in another file hands a batch iterator of the run's own, and
+    the names it binds to a library's batch iterators another file's function returns."""
     out: dict[str, set[str]] = {}
+    for path, names in _bound_to_library_iterators(sources, files).items():
+        out.setdefault(path, set()).update(names)
     names = {name.encode() for f in files.values() for name, function in f.functions.items() if function.batch_iterator}
     if not names:
-        return {}
+        return {path: tuple(sorted(found)) for path, found in out.items()}
     run = {os.path.abspath(p): p for p in files}
     root = run_root(run) if run else ""
     for path, f in files.items():
@@ -78,3 +83,73 @@ def _hands_out_iterators(files: dict[str, FileIndex], target: tuple[str, str]) -
     owner = files.get(target[0])
     function = owner.functions.get(target[1]) if owner else None
     return function is not None and function.batch_iterator
+
+
+def _bound_to_library_iterators(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, set[str]]:
+    """keon/seq2seq's train.py: `train_iter, val_iter, test_iter, DE, EN =
+    load_dataset(args.batch_size)`, where utils.py returns what torchtext's
+    `BucketIterator.splits(...)` made: no DataLoader, so never prepared (prepare() would
+    refuse it), and the loop over it reads the whole data on every process (AM218)."""
+    returns = {
+        (path, node.name): positions
+        for path, tree, imports in trees_mentioning(sources, files, (b"Iterator",))
+        for node in tree.body if isinstance(node, ast.FunctionDef)
+        if (positions := _iterator_positions(node, imports))
+    }
+    out: dict[str, set[str]] = {}
+    for path, f in files.items() if returns else ():
+        targets = {c.spelling: c.target for c in f.calls if c.target in returns}
+        if not targets:
+            continue
+        try:
+            tree = ast.parse(sources.get(path, b""))
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and chain(node.value.func) in targets):
+                continue
+            positions = returns[targets[chain(node.value.func)]]
+            for target in node.targets:
+                if isinstance(target, ast.Name) and positions[0] < 0:
+                    out.setdefault(path, set()).add(target.id)
+                elif isinstance(target, ast.Tuple):
+                    out.setdefault(path, set()).update(
+                        e.id for i, e in enumerate(target.elts) if isinstance(e, ast.Name) and (i in positions or positions == (-2,))
+                    )
+    return out
+
+
+def _iterator_positions(function: ast.FunctionDef, imports: dict[str, str]) -> tuple[int, ...]:
+    """Where every `return` of the function hands out a library's batch iterator: places
+    of the returned tuple, (-1,) the value itself, (-2,) a tuple of them (`return
+    BucketIterator.splits(...)`); () when the returns disagree or hand out none."""
+    def made(value: ast.AST | None) -> bool:
+        return isinstance(value, ast.Call) and library_batch_iterator(qualify(value.func, imports))
+
+    built = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and made(node.value):
+            for target in node.targets:
+                elements = target.elts if isinstance(target, ast.Tuple) else [target]
+                built |= {e.id for e in elements if isinstance(e, ast.Name)}
+    found: set[tuple[int, ...]] = set()
+    for node in _own_nodes(function):
+        if isinstance(node, ast.Return):
+            value = node.value
+            if isinstance(value, ast.Tuple):
+                found.add(tuple(i for i, e in enumerate(value.elts) if made(e) or isinstance(e, ast.Name) and e.id in built))
+            elif made(value):
+                found.add((-2,) if qualify(value.func, imports).endswith(".splits") else (-1,))  # type: ignore[union-attr]
+            else:
+                found.add((-1,) if isinstance(value, ast.Name) and value.id in built else ())
+    return found.pop() if len(found) == 1 else ()
+
+
+def _own_nodes(function: ast.FunctionDef):
+    """The nodes of the function's body, not of the functions it defines (a tokenizer's `return`)."""
+    nested = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+    todo = [n for n in function.body if not isinstance(n, nested)]
+    while todo:
+        node = todo.pop()
+        yield node
+        todo.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, nested))
