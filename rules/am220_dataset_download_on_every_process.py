@@ -24,9 +24,9 @@ _DATASET_MODULES = ("torchvision.datasets.", "torchaudio.datasets.")
 # making the data set draws from a global generator (open-reid's viper: a random split)
 _DRAWS = (
     "making it can draw from the global random generator ({where}): under `main_process_first()` only the main "
-    "process would draw on a first run, and every later draw (a shuffle, a train/val split) would differ between "
-    "the processes; wrap it so and seed the generators again after the block, with one seed on every process, "
-    "or download the data once before launching"
+    "process would draw on a first run, the others finding its files, and every draw after it (a shuffle, a "
+    "train/val split made in the same call) would differ between the processes; download the data once before "
+    "launching (make the data set on one process), so every process finds the files and draws alike"
 )
 _FIRST = "; the main process downloads first (`with accelerator.main_process_first():`), the others then read its copy"
 

@@ -9,6 +9,14 @@ from migrator.analysis.unreached import unreached_functions
 from migrator.rule import Example, Rule
 
 
+# the class makes or replaces what it trains: the prepare belongs there
+_MADE_HERE = (
+    "hand it to the class, whose `{method}` makes or replaces what it trains ({made}): prepare the model and the "
+    "optimizer there, once they are made (a caller's prepared model would be replaced), and hand "
+    "`accelerator.unwrap_model(model)` to what saves or pickles it"
+)
+
+
 class TrainingFunctionWithoutAccelerator(Rule):
     """## What it does
     In a file that makes no Accelerator and builds no training set-up of its own (an
@@ -66,6 +74,11 @@ class TrainingFunctionWithoutAccelerator(Rule):
     value, or a file beside the run that is not in it calls it (a caller that would not be
     updated).
 
+    Where a method of the function's class makes or replaces the model or the optimizer
+    itself (builds the optimizer when none is given, swaps in the model of a checkpoint it
+    resumes from), the finding says to prepare them there, once they are made, rather than
+    in a caller, whose prepared model would be replaced.
+
     ## Known limits
     Run alone, the migrator does not change the function's signature, because the
     callers in other files would not pass the new argument. In a run, a class is threaded
@@ -77,7 +90,7 @@ class TrainingFunctionWithoutAccelerator(Rule):
 
     code = "AM913"
     name = "training-function-without-accelerator"
-    message = "`{function}` {what}: it needs the Accelerator ({instead}); pass it in from the caller that prepares {inputs}"
+    message = "`{function}` {what}: it needs the Accelerator ({instead}); {source}"
     examples = (
         Example(
             before=(
@@ -103,5 +116,10 @@ class TrainingFunctionWithoutAccelerator(Rule):
             if schedulers:  # prepared or not by how it is stepped and sized (lufficc/SSD's milestones // num_gpus: not)
                 shown = ", ".join(f"`{name}`" for name in schedulers)
                 inputs += f" (and hands it {shown}, prepared only where the caller's AM201 prepares it)"
+            source = f"pass it in from the caller that prepares {inputs}"
+            if unreached.made_in is not None:
+                method, made = unreached.made_in
+                shown = ", ".join(f"`{name}` L{line}" for name, line in made[:4])
+                source = _MADE_HERE.format(owner=unreached.name.split(".")[0], method=method, made=shown)
             for need in unreached.needs:
-                self.report(need.node, function=unreached.name, what=need.what, instead=need.instead, inputs=inputs)
+                self.report(need.node, function=unreached.name, what=need.what, instead=need.instead, source=source)

@@ -47,6 +47,9 @@ class UnreachedFunction:
     name: str
     inputs: tuple[str, ...]
     needs: tuple[Need, ...]
+    # a method of its class that makes or replaces what it trains: (its name, ((what, line), ...)),
+    # where the prepare belongs, not in a caller
+    made_in: tuple[str, tuple[tuple[str, int], ...]] | None = None
 
 
 def unreached_functions(analysis: "ScriptAnalysis") -> tuple[UnreachedFunction, ...]:
@@ -65,8 +68,47 @@ def unreached_functions(analysis: "ScriptAnalysis") -> tuple[UnreachedFunction, 
         needs = _training_needs(analysis, function) + _evaluation_needs(analysis, function)
         if needs:
             needs.sort(key=lambda n: analysis.order(n.node))
-            out.append(UnreachedFunction(function, _qualified(analysis, function), tuple(inputs), tuple(needs)))
+            out.append(UnreachedFunction(
+                function, _qualified(analysis, function), tuple(inputs), tuple(needs), _made_in_its_class(analysis, function),
+            ))
     return tuple(out)
+
+
+def _made_in_its_class(analysis: "ScriptAnalysis", function: cst.FunctionDef) -> tuple[str, tuple[tuple[str, int], ...]] | None:
+    """pytorch-seq2seq's `SupervisedTrainer.train(model, data, ..., resume, optimizer=None)`
+    builds the optimizer when none is given (`Optimizer(optim.Adam(model.parameters()))`)
+    and, resuming, replaces the model it was handed with the unpickled one: whatever a
+    caller prepared, the method trains what it makes (reader R1, 29th session). The first
+    method of the class, other than `__init__`, that rebinds a parameter named for a model
+    or an optimizer or sets `self.<optimizer>` or `self.<model>`: its name and what it binds where."""
+    owner = analysis.facts.method_of.get(id(function))
+    if owner is None:
+        return None
+    for method in owner.body.body:
+        if not isinstance(method, cst.FunctionDef) or method.name.value == "__init__":
+            continue
+        params = set(analysis.facts.params.get(id(method), ()))
+        made = []
+        for b in analysis.facts.bindings:
+            if b.scope is not method or b.value is None or b.element is not None:
+                continue
+            name = b.name.removeprefix("self.")
+            named = _MODEL_PARAM.search(name) or _OPTIMIZER_PARAM.match(name)
+            if named and (b.name in params or b.name.startswith("self.") and b.name.count(".") == 1):
+                if not (isinstance(b.value, cst.Name) and b.value.value in params and b.value.value not in _rebound(analysis, method)):
+                    made.append((b.name, analysis.position(b.statement).start.line))
+        if made:
+            first = {}
+            for name, line in made:
+                first.setdefault(name, line)
+            return method.name.value, tuple(first.items())
+    return None
+
+
+def _rebound(analysis: "ScriptAnalysis", method: cst.FunctionDef) -> set[str]:
+    """Parameters the method binds again (`optimizer = Optimizer(...)` when none was given)."""
+    params = set(analysis.facts.params.get(id(method), ()))
+    return {b.name for b in analysis.facts.bindings if b.scope is method and b.name in params and b.value is not None}
 
 
 def receives_accelerator(facts, function: cst.FunctionDef) -> bool:
