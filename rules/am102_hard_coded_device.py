@@ -27,6 +27,39 @@ _ONE_GPU = re.compile(r"cuda:(\d|\{)")
 _STRING_NOTE = " (now a torch.device: where it was used as a string it reads `{name}.type` or `str({name})`)"
 
 
+_RANKS = re.compile(r"rank|local|proc|worker|^i$|^gpu_?id$", re.IGNORECASE)
+
+
+def _picked_by_an_option(statement: cst.CSTNode) -> str:
+    """`f"cuda:{args.gpu}"`: an option named the GPU, which each launched process now takes
+    for itself; said, so that a `--gpu 1` that no longer picks anything is no surprise. A
+    rank (`f"cuda:{rank}"`, `local_rank`) is what the Accelerator picks anyway."""
+    for string in _formatted(statement):
+        first = string.parts[0] if string.parts else None
+        if not (isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda:")):
+            continue
+        for part in string.parts[1:]:
+            if isinstance(part, cst.FormattedStringExpression):
+                shown = cst.Module([]).code_for_node(part.expression)
+                if not _RANKS.search(shown.rsplit(".", 1)[-1]):
+                    return (
+                        f" (`{shown}` no longer picks the GPU: each launched process takes its own; choose the GPUs "
+                        "where the run is launched, `CUDA_VISIBLE_DEVICES=... accel-launch ...`)"
+                    )
+    return ""
+
+
+def _formatted(node: cst.CSTNode) -> list[cst.FormattedString]:
+    found: list[cst.FormattedString] = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_FormattedString(self, n: cst.FormattedString) -> None:
+            found.append(n)
+
+    node.visit(_Find())
+    return found
+
+
 class HardCodedDevice(Rule):
     """## What it does
     Finds `device = torch.device("cuda" if torch.cuda.is_available() else "cpu")` and its
@@ -70,6 +103,10 @@ class HardCodedDevice(Rule):
     nor loses a device move to prepare() (an inference helper) keeps its own choice. In
     code that already has an Accelerator, a device variable assigned before the
     Accelerator exists is reported, not rewritten.
+
+    A GPU named by an option's index (`torch.device(f"cuda:{args.gpu}" if ... else "cpu")`)
+    becomes the Accelerator's device like any other choice, and the finding says the
+    option no longer picks the GPU (the launch does, with `CUDA_VISIBLE_DEVICES`).
 
     In a file that gets no Accelerator but whose code the run calls on every process (a
     base class whose subclass in another file trains), a GPU named by its index (`"cuda:0"`) is
@@ -159,6 +196,7 @@ class HardCodedDevice(Rule):
             why = choice.reason or "the device is computed in a way the migrator cannot read"
             self.report(statement, name=choice.name, note=f" (left as written: {why}; pass `cpu=` to the Accelerator by hand if the script can train on the CPU)")
             return
+        note += _picked_by_an_option(statement)
         line = statement if isinstance(statement, cst.If) else analysis.parent(statement)
         if unused:
             edits.append(remove(statement if isinstance(statement, cst.If) else removal_node(line, statement)))

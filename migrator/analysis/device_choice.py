@@ -225,6 +225,8 @@ def _value_cpu(expr: cst.BaseExpression, reader: _Reader, imports: ImportTable) 
         if body is None or orelse is None:
             return None
         return _or(_and(test, body), _and(_not(test), orelse))
+    if isinstance(expr, cst.FormattedString) and _leading_text(expr).startswith("cuda:"):
+        return False  # f"cuda:{args.gpu}": a GPU by its index, never the CPU
     literal = _is_cpu(expr)
     if literal is not None:
         return literal
@@ -233,6 +235,12 @@ def _value_cpu(expr: cst.BaseExpression, reader: _Reader, imports: ImportTable) 
         # `torch.device(args.device)`: a string flag such as --device cpu
         return _var(cst.parse_expression(f'{name} == "cpu"'))
     return None
+
+
+def _leading_text(string: cst.FormattedString) -> str:
+    """The literal text an f-string starts with (`cuda:` of `f"cuda:{args.gpu}"`)."""
+    first = string.parts[0] if string.parts else None
+    return first.value if isinstance(first, cst.FormattedStringText) else ""
 
 
 def _cascade_cpu(node: cst.If, name: str, reader: _Reader, imports: ImportTable) -> tuple[_Cond | None, list]:

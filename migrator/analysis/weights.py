@@ -31,17 +31,15 @@ def fetches_weights(qualified: str, keywords: dict[str, str]) -> bool:
     )
 
 
-# torchtext's own data sets fetch their archive into `.data` whenever it is missing, with
-# no `download=` switch (`Multi30k.splits(...)`, `IMDB(split="train")`); these classes
-# only read files the caller names
+# torchtext's legacy data sets fetch their archive into `.data` whenever it is missing, with
+# no `download=` switch, through their class methods (`Multi30k.splits(...)`,
+# `WikiText2.iters(...)`); the data pipes of torchtext 0.12+ (`WikiText2(split="train")`)
+# download lazily, as they are first read, so the construction is no place to order them
 _TEXT_DATASET_MODULES = ("torchtext.datasets.", "torchtext.legacy.datasets.")
-_LOCAL_TEXT_DATASETS = {"TranslationDataset", "LanguageModelingDataset", "TabularDataset", "SequenceTaggingDataset", "Dataset"}
+_TEXT_FETCHING_METHODS = (".splits", ".iters", ".download")
 
 
 def fetches_text_data(qualified: str) -> bool:
-    """`torchtext.datasets.Multi30k.splits(...)`, `torchtext.datasets.IMDB(...)`: a data set
-    torchtext downloads into the same folder on every process."""
-    if not qualified.startswith(_TEXT_DATASET_MODULES):
-        return False
-    name = qualified.removesuffix(".splits").removesuffix(".iters").rsplit(".", 1)[-1]
-    return name[:1].isupper() and name not in _LOCAL_TEXT_DATASETS
+    """`torchtext.datasets.Multi30k.splits(...)`, `torchtext.legacy.datasets.IMDB.splits(...)`:
+    a data set torchtext downloads into the same folder on every process."""
+    return qualified.startswith(_TEXT_DATASET_MODULES) and qualified.endswith(_TEXT_FETCHING_METHODS)

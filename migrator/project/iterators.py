@@ -90,22 +90,29 @@ def _bound_to_library_iterators(sources: dict[str, bytes], files: dict[str, File
     load_dataset(args.batch_size)`, where utils.py returns what torchtext's
     `BucketIterator.splits(...)` made: no DataLoader, so never prepared (prepare() would
     refuse it), and the loop over it reads the whole data on every process (AM218)."""
-    returns = {
-        (path, node.name): positions
-        for path, tree, imports in trees_mentioning(sources, files, (b"Iterator",))
-        for node in tree.body if isinstance(node, ast.FunctionDef)
-        if (positions := _iterator_positions(node, imports))
-    }
+    returns, kept = {}, set()
+    for path, tree, imports in trees_mentioning(sources, files, (b"Iterator",)):
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and (positions := _iterator_positions(node, imports)):
+                returns[(path, node.name)] = positions
+            elif isinstance(node, ast.ClassDef):
+                kept |= _kept_iterators(node, imports)
     out: dict[str, set[str]] = {}
-    for path, f in files.items() if returns else ():
+    for path, f in files.items() if returns or kept else ():
         targets = {c.spelling: c.target for c in f.calls if c.target in returns}
-        if not targets:
+        if not targets and not any(attr.encode() in sources.get(path, b"") for attr in kept):
             continue
         try:
             tree = ast.parse(sources.get(path, b""))
         except (SyntaxError, ValueError):
             continue
-        for node in ast.walk(tree):
+        for node in ast.walk(tree):  # `iterator = data.train_iter`, `for batch in data.train_iter`
+            if isinstance(node, ast.Attribute) and node.attr in kept and isinstance(node.value, ast.Name) and node.value.id != "self":
+                out.setdefault(path, set()).add(f"{node.value.id}.{node.attr}")
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute) and node.value.attr in kept \
+                    and isinstance(node.value.value, ast.Name) and node.value.value.id != "self":
+                out.setdefault(path, set()).update(t.id for t in node.targets if isinstance(t, ast.Name))
+        for node in ast.walk(tree) if targets else ():
             if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and chain(node.value.func) in targets):
                 continue
             positions = returns[targets[chain(node.value.func)]]
@@ -117,6 +124,21 @@ def _bound_to_library_iterators(sources: dict[str, bytes], files: dict[str, File
                         e.id for i, e in enumerate(target.elts) if isinstance(e, ast.Name) and (i in positions or positions == (-2,))
                     )
     return out
+
+
+def _kept_iterators(cls: ast.ClassDef, imports: dict[str, str]) -> set[str]:
+    """Attributes a class keeps a library's batch iterator in (BiDAF's SQuAD:
+    `self.train_iter = data.BucketIterator(...)`), and in nothing else."""
+    made, other = set(), set()
+    for node in ast.walk(cls):
+        if not isinstance(node, ast.Assign):
+            continue
+        library = isinstance(node.value, ast.Call) and library_batch_iterator(qualify(node.value.func, imports))
+        for target in node.targets:
+            for element in target.elts if isinstance(target, ast.Tuple) else [target]:
+                if isinstance(element, ast.Attribute) and isinstance(element.value, ast.Name) and element.value.id == "self":
+                    (made if library else other).add(element.attr)
+    return made - other
 
 
 def _iterator_positions(function: ast.FunctionDef, imports: dict[str, str]) -> tuple[int, ...]:
