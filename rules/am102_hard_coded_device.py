@@ -33,7 +33,8 @@ _RANKS = re.compile(r"rank|local|proc|worker|^i$|^gpu_?id$", re.IGNORECASE)
 def _picked_by_an_option(statement: cst.CSTNode) -> str:
     """`f"cuda:{args.gpu}"`: an option named the GPU, which each launched process now takes
     for itself; said, so that a `--gpu 1` that no longer picks anything is no surprise. A
-    rank (`f"cuda:{rank}"`, `local_rank`) is what the Accelerator picks anyway."""
+    worker's own number (`f"cuda:{rank}"`, `args.local_rank`, a bare `index` mp.spawn hands
+    in) is what the Accelerator picks anyway."""
     for string in _formatted(statement):
         first = string.parts[0] if string.parts else None
         if not (isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda:")):
@@ -41,7 +42,8 @@ def _picked_by_an_option(statement: cst.CSTNode) -> str:
         for part in string.parts[1:]:
             if isinstance(part, cst.FormattedStringExpression):
                 shown = cst.Module([]).code_for_node(part.expression)
-                if not _RANKS.search(shown.rsplit(".", 1)[-1]):
+                # an option (`args.gpu`), not a worker's own number (`index`, `rank`, `gpu` handed by mp.spawn)
+                if isinstance(part.expression, cst.Attribute) and not _RANKS.search(shown.rsplit(".", 1)[-1]):
                     return (
                         f" (`{shown}` no longer picks the GPU: each launched process takes its own; choose the GPUs "
                         "where the run is launched, `CUDA_VISIBLE_DEVICES=... accel-launch ...`)"

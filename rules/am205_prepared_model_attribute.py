@@ -20,6 +20,11 @@ _WHY = {
 # Calls that trace or inspect the model they are given, outside training.
 _TRACERS = {"torch.jit.trace", "torch.jit.script", "torchinfo.summary", "torchsummary.summary", "thop.profile"}
 _TRACED = "a tracer cannot trace the DDP wrapper it is on N processes; give it the model"
+# BiDAF's `best_model = copy.deepcopy(model)` after prepare(), saved later (reader R4, 29th session)
+_COPIED = (
+    "a copy of the DDP wrapper it is on N processes is a wrapper: its state_dict keys gain `module.` and its "
+    "forward waits for the other processes; copy the model"
+)
 # torch.nn.Module's API that tells the structure: on N processes the DDP wrapper's only child
 # is `module`, and every name gains `module.` (`list(model.children())[-1]` is the whole model).
 _STRUCTURE = {"children", "named_children", "named_modules", "named_parameters", "named_buffers"}
@@ -116,14 +121,15 @@ class PreparedModelAttribute(Rule):
         analysis = self.analysis
         for fact in analysis.facts.calls:
             qualified = fact.qualified or dotted_name(fact.node.func) or ""
-            if not (qualified.rsplit(".", 1)[-1] == "add_graph" or qualified in _TRACERS):
+            if not (qualified.rsplit(".", 1)[-1] == "add_graph" or qualified in _TRACERS or qualified == "copy.deepcopy"):
                 continue
             first = next((a for a in fact.node.args if a.keyword is None), None)
             name = prepared_model_at(analysis, first.value) if first is not None else None
             if name is None:
                 continue
             accelerator = analysis.accelerator_at(fact.node)
-            fields = {"use": f"{qualified.rsplit('.', 1)[-1]}({name}, ...)", "why": _TRACED}
+            shown = f"{qualified.rsplit('.', 1)[-1]}({name}{', ...' if len(fact.node.args) > 1 else ''})"
+            fields = {"use": shown, "why": _COPIED if qualified == "copy.deepcopy" else _TRACED}
             if accelerator is None:
                 self.report(first.value, note=" (left as written: the Accelerator cannot be reached from here)", **fields)
                 continue

@@ -6,6 +6,7 @@ import libcst as cst
 
 from migrator.analysis import dotted_name
 from migrator.analysis.random_draws import per_process_seed
+from migrator.analysis.reach import run_by_other_files
 from migrator.rule import Example, Rule
 
 # The split functions, and the seeds that make their draws alike on every process
@@ -78,6 +79,7 @@ class DataSplitPerProcess(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
+        self._text_splits()
         # a launched script that drives a model object of the run splits on every process too
         if not (analysis.migrating or analysis.has_accelerator or self.ctx.config.project_drives):
             return
@@ -93,6 +95,31 @@ class DataSplitPerProcess(Rule):
             suggestion = "generator=torch.Generator().manual_seed(0)" if keyword == "generator" else "random_state=0"
             seeded = "torch" if keyword == "generator" else "NumPy"
             self.report(c.node, call=shown, remedy=f"pass `{suggestion}` (or seed {seeded} alike on every process first)")
+
+    def _text_splits(self) -> None:
+        """`train_data, valid_data = train_data.split()` of a torchtext data set: drawn from
+        Python's global `random` when no `random_state=` is given (prakashpandey9's
+        load_data.py, reader R3, 29th session), in a script that is launched or in code
+        other files of the run call on every process."""
+        analysis = self.analysis
+        texts = {
+            b.name for b in analysis.facts.bindings
+            if isinstance(b.value, cst.Call) and (analysis.imports.qualify(b.value.func) or "").startswith("torchtext.")
+        }
+        launched = analysis.migrating or analysis.has_accelerator
+        for c in analysis.facts.calls:
+            func = c.node.func
+            if not (isinstance(func, cst.Attribute) and func.attr.value == "split" and dotted_name(func.value) in texts):
+                continue
+            if _given(c.node, "random_state", 3) or self._seeded_before(c, {"random.seed"} | _SEED_ALL):
+                continue
+            if not launched and not run_by_other_files(analysis, c.node, self.ctx.config.run_callers, self.ctx.config.project_unpassed):
+                continue
+            remedy = (
+                "torchtext draws the split from Python's `random`: call `random.seed(...)` with the same value on every "
+                "process before it (or pass `random_state=` a state taken so)"
+            )
+            self.report(c.node, call=f"{dotted_name(func)}(...)", remedy=remedy)
 
     def _split_helpers(self) -> None:
         """A helper of another file that permutes with a global generator and cuts the

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import Role, dotted_name
+from migrator.analysis.names import LIBRARY_ROOTS
 from migrator.analysis.reach import DRIVEN_LATER, NO_ACCELERATOR_YET, ONE_PROCESS, run_by_other_files
 from migrator.analysis.random_draws import unique_draw, unseeded_draw
 from migrator.analysis.saving import barrier_anchor, per_process_path
@@ -564,6 +565,9 @@ class FileWrittenOnEveryProcess(Rule):
         statement's own function: a helper's path text means nothing in another helper)."""
         analysis = self.analysis
         text = cst.Module([]).code_for_node(path).strip()
+        # `args.prediction_file`: a call of the project's handed `args` itself may read it
+        # (BiDAF's `evaluate.main(args)` opens `args.prediction_file`: reader R4, 29th session)
+        holder = dotted_name(path.value) if isinstance(path, cst.Attribute) else None
         inside = _ids(statement)
         at = analysis.order(statement)
         scope = analysis.scope_of(statement) if same_function else None
@@ -572,7 +576,8 @@ class FileWrittenOnEveryProcess(Rule):
                 continue  # shown, or written again: not read
             if scope is not None and fact.scope is not scope:
                 continue
-            if any(cst.Module([]).code_for_node(a.value).strip() == text for a in fact.node.args):
+            handed = [cst.Module([]).code_for_node(a.value).strip() for a in fact.node.args]
+            if text in handed or holder is not None and holder in handed and _of_the_project(analysis, fact):
                 return True
         return False
 
@@ -609,6 +614,13 @@ class _Unwrap(cst.CSTTransformer):
         if name in self.models:
             return updated.with_changes(func=cst.parse_expression(f"{self.accelerator}.unwrap_model({name})"))
         return updated
+
+
+def _of_the_project(analysis, fact) -> bool:
+    """A call of this file's functions or of a module of the project, not of a library."""
+    if fact.qualified is None:
+        return fact.func is not None and fact.func.split(".")[0] in analysis.facts.functions
+    return fact.qualified.split(".")[0] not in LIBRARY_ROOTS
 
 
 def _argument(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | None:

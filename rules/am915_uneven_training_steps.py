@@ -9,6 +9,7 @@ import libcst as cst
 from migrator.analysis import dotted_name
 from migrator.analysis.meters import returns_synced_meters, why_left
 from migrator.analysis.step_skips import skipped_steps
+from migrator.analysis.roles import own_batch_iterators
 from migrator.rule import Example, Rule
 from migrator.analysis.walk import walk
 
@@ -97,6 +98,8 @@ class UnevenTrainingSteps(Rule):
             value_of = self._values_in(loop)
             trains = lambda node: self._first_training_call(node, trainers) is not None  # noqa: E731
             for skip, why in skipped_steps(loop, trains, value_of, shared):
+                if self._size_test_over_whole_data(loop, skip):
+                    continue
                 found = self._first_training_call(loop.body, trainers)
                 what = cst.Module([]).code_for_node(found.func).strip() + "()"  # type: ignore[union-attr]
                 self.report(skip, what=f"`{what}`", why=why)
@@ -118,6 +121,22 @@ class UnevenTrainingSteps(Rule):
                         branch, what=f"`{what}` in `{function.name.value}()`",
                         why=f"`if {test}: return`, a count each process reaches at its own pace",
                     )
+
+    def _size_test_over_whole_data(self, loop: cst.CSTNode, skip: cst.CSTNode) -> bool:
+        """`if text.size()[0] is not 32: continue` in a loop over batches no prepare() splits
+        (a torchtext iterator, a batch iterator of the run's own): every process reads all
+        of the data in batches of the same sizes, so each skips as many steps as the others
+        (prakashpandey9's main.py, reader R3, 29th session)."""
+        if not isinstance(skip, cst.If) or not isinstance(loop, cst.For):
+            return False
+        test = cst.Module([]).code_for_node(skip.test)
+        rest = re.sub(r"\b(is|not|and|or)\b", "", _SIZE_TEST.sub("", test))
+        if not _SIZE_TEST.search(test) or re.search(r"[A-Za-z_]", rest):
+            return False  # the test reads something besides the batch's size and constants
+        source = _peeled(loop.iter)
+        name = dotted_name(source) or ""
+        whole = set(self.ctx.config.project_iterators) | own_batch_iterators(self.analysis.facts)
+        return name in whole
 
     def _trainers(self) -> set[str]:
         """Functions of this file that train, directly or through another such function:
@@ -250,6 +269,8 @@ class UnevenTrainingSteps(Rule):
         return self._instances.get(name) if name else None
 
 
+# a batch's size: `x.size()[0]`, `x.size(0)`, `x.shape[0]`, `len(x)`
+_SIZE_TEST = re.compile(r"\w+(\.\w+)*\.size\(\)\[0\]|\w+(\.\w+)*\.size\(0\)|\w+(\.\w+)*\.shape\[0\]|len\(\w+(\.\w+)*\)")
 # A replay buffer's fill level, tested before training starts (`if memory.size() > 2000:`).
 _BUFFER_TEST = re.compile(r"(memory|buffer|replay)\w*(\.size\(\)|\.__len__\(\))|len\((self\.)?\w*(memory|buffer|replay)\w*\)")
 

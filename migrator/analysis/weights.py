@@ -39,7 +39,11 @@ _TEXT_DATASET_MODULES = ("torchtext.datasets.", "torchtext.legacy.datasets.")
 _TEXT_FETCHING_METHODS = (".splits", ".iters", ".download")
 
 
+# pretrained word vectors fetched into `.vector_cache` when missing (BiDAF's `GloVe(name='6B')`)
+_WORD_VECTORS = {f"torchtext{legacy}.vocab.{name}" for legacy in ("", ".legacy") for name in ("GloVe", "FastText", "CharNGram")}
+
+
 def fetches_text_data(qualified: str) -> bool:
-    """`torchtext.datasets.Multi30k.splits(...)`, `torchtext.legacy.datasets.IMDB.splits(...)`:
-    a data set torchtext downloads into the same folder on every process."""
-    return qualified.startswith(_TEXT_DATASET_MODULES) and qualified.endswith(_TEXT_FETCHING_METHODS)
+    """`torchtext.datasets.Multi30k.splits(...)`, `torchtext.legacy.datasets.IMDB.splits(...)`,
+    `torchtext.vocab.GloVe(...)`: data torchtext downloads into the same folder on every process."""
+    return qualified.startswith(_TEXT_DATASET_MODULES) and qualified.endswith(_TEXT_FETCHING_METHODS) or qualified in _WORD_VECTORS
