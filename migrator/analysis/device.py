@@ -226,12 +226,16 @@ def droppable_moves(facts: Facts, roles, moves, prepared: set[str], placed: froz
         order = _line_order(facts, move.call, parent)
         if receiver in prepared and roles.of(receiver) is Role.MODEL:
             if fact is not None and _places_receiver(facts, receiver, fact, placed, order):
-                if not _copied_later(facts, roles, receiver, fact.scope, order, prepared):
+                if not _copied_later(facts, roles, receiver, fact.scope, order, prepared) \
+                        and not _parameters_kept_later(facts, receiver, fact.scope, order):
                     out.add(id(move.call))
             continue
         if _is_prepared_construction(move.call, prepared_values, parent, facts.imports):
             bound = next((b.name for b in facts.bindings if b.statement is not None and facts.order.get(b.statement) == order), None)
-            if fact is None or bound is None or not _copied_later(facts, roles, bound, fact.scope, order, prepared):
+            if fact is None or bound is None or not (
+                _copied_later(facts, roles, bound, fact.scope, order, prepared)
+                or _parameters_kept_later(facts, bound, fact.scope, order)
+            ):
                 out.add(id(move.call))
             continue
         batch = set().union(*(loop_batches.get(id(l), set()) for l in fact.loops)) if fact else set()
@@ -261,6 +265,35 @@ def _copied_later(facts: Facts, roles, name: str, scope, order: int, prepared: s
             continue
         first = value.args[0]
         if first.keyword is None and dotted_name(peel_moves(first.value)) == name:
+            return True
+    return False
+
+
+def _parameters_kept_later(facts: Facts, name: str, scope, order: int) -> bool:
+    """After the move, a loop over the model's parameters keeps their tensors (BiDAF's
+    `for name, param in model.named_parameters(): ema.register(name, param.data)`): they
+    are copied where they are, so the move stays (reader R6, 29th session: without it the
+    shadows stayed on the CPU and `ema.update` failed at the first step)."""
+    for loop in facts.loops:
+        source = loop.node.iter
+        if loop.scope is not scope or facts.order.get(loop.node, -1) <= order or not isinstance(source, cst.Call):
+            continue
+        func = source.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("items", "values"):
+            inner = func.value
+            func = inner.func if isinstance(inner, cst.Call) else func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in ("named_parameters", "parameters", "state_dict")
+                and dotted_name(func.value) == name):
+            continue
+        kept = False
+
+        class _Find(cst.CSTVisitor):
+            def visit_Attribute(self, node: cst.Attribute) -> None:
+                nonlocal kept
+                kept = kept or node.attr.value in ("data", "clone", "detach")
+
+        walk(loop.node.body, _Find())
+        if kept:
             return True
     return False
 
