@@ -218,7 +218,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     readable += list(around)
     marks = {
         "project_unused": (b"transformers", b"torchvision", b"nn."), "project_distribution": (b"init_process_group", b"get_rank", b"DataParallel", b"FileHandler", b"basicConfig"),
-        "project_roles": (b"import",), "project_downloads": (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo", b"torchtext"), "project_download_draws": (b"download",), "project_meters": (b".update(",),
+        "project_roles": (b"import",), "project_downloads": (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo", b"torchtext", b"urlretrieve", b"urlopen", b"wget", b"gdown"), "project_download_draws": (b"download", b"urlretrieve", b"urlopen", b"wget", b"gdown"), "project_meters": (b".update(",),
         "project_entered": (b"import",), "project_states": (b"state_dict",),
         "project_enters": (b"import",), "project_called": (b"import",), "project_called_any": (b"import",), "project_writers": (b"open(", b"save(", b"save_image", b"copy"),
         "project_loggers": (b"Writer(",), "project_inherits": (b"class ",), "project_bases": (b"class ",), "project_print_silencers": (b".print",),

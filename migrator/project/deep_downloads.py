@@ -64,14 +64,14 @@ class _Reader:
             return self.memo[target]
         self.memo[target] = False  # a cycle reads as no download
         tree = self.trees.get(target[0])
-        body = _body(tree, target[1]) if tree is not None else None
+        bodies = _bodies(tree, target[1]) if tree is not None else []
         found = False
-        if body is not None and depth <= _DEPTH:
+        if bodies and depth <= _DEPTH:
             imports = module_imports(tree)
             found = any(
                 qualify(call.func, imports) in _FETCHES or _own_download(call)
                 or any(self.downloads(t, depth + 1) for t in self.callees(target[0], call) if t != target)
-                for call in _unguarded_calls(body)
+                for body in bodies for call in _unguarded_calls(body)
             )
         self.memo[target] = found
         return found
@@ -134,12 +134,16 @@ def _parse(data: bytes | None) -> ast.Module | None:
 
 
 def _body(tree: ast.Module, name: str) -> ast.AST | None:
-    """The function `name`, or the `__init__` of the class `name`, at the module's top."""
+    """The function `name`, or the `__init__` of the class `name`, at the module's top; for
+    `Class.method`, that method (a class method called on the class)."""
+    owner, _, method = name.partition(".")
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             return node
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            return init_of(node)
+        if isinstance(node, ast.ClassDef) and node.name == owner:
+            if not method:
+                return init_of(node)
+            return next((m for m in node.body if isinstance(m, ast.FunctionDef) and m.name == method), None)
     return None
 
 
@@ -147,7 +151,7 @@ def _bodies(tree: ast.Module, name: str) -> list[ast.AST]:
     """The function `name`; for a class, its `__init__` and the methods it calls on `self`,
     however far (`self.download()`, then `self._split()` there)."""
     body = _body(tree, name)
-    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name.partition(".")[0]), None)
     if body is None or cls is None:
         return [body] if body is not None else []
     methods = {m.name: m for m in cls.body if isinstance(m, ast.FunctionDef)}
@@ -159,7 +163,7 @@ def _bodies(tree: ast.Module, name: str) -> list[ast.AST]:
         out.append(function)
         for call in _unguarded_calls(function):
             func = call.func
-            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and func.attr in methods:
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls") and func.attr in methods:
                 todo.append(methods[func.attr])
     return out
 
@@ -215,10 +219,11 @@ def _global_draw(qualified: str, call: ast.Call) -> bool:
 
 
 def _own_download(call: ast.Call) -> bool:
-    """`self.download()`, `self.download_dataset(dir, url)`, `self._download()`."""
+    """`self.download()`, `self.download_dataset(dir, url)`, `self._download()`, and in a
+    class method `cls.download_or_unzip(root)`."""
     func = call.func
     return (
-        isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
+        isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls")
         and func.attr.lstrip("_").startswith("download")
     )
 

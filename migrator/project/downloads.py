@@ -16,9 +16,9 @@ import os
 from migrator.analysis.weights import fetches_text_data, fetches_weights
 from migrator.analysis.ast_imports import module_imports, qualify
 from migrator.project.deep_downloads import deep_downloaders, random_draws
-from migrator.project.index import FileIndex, init_of
+from migrator.project.index import FileIndex, class_method_calls, init_of, trees_mentioning
 
-_MARKS = (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo", b"torchtext")
+_MARKS = (b"download", b"pretrained", b"weights=", b"hub.", b"model_zoo", b"torchtext", b"urlretrieve", b"urlopen", b"wget", b"gdown")
 _DATASET_MODULES = ("torchvision.datasets.", "torchaudio.datasets.")
 _DOWNLOADERS = {"download_url", "download_and_extract_archive", "download_file_from_google_drive"}
 
@@ -31,6 +31,7 @@ def download_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> di
     out = {}
     for path, f in files.items():
         calls = {c.spelling for c in f.calls if c.target in downloading and c.target[0] != path}
+        calls |= {spelled for spelled, _ in class_method_calls(sources.get(path, b""), path, downloading)}
         if calls:
             out[path] = tuple(sorted(calls))
     return out
@@ -56,8 +57,10 @@ def download_draw_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) 
 
 
 def _downloading(sources: dict[str, bytes], files: dict[str, FileIndex]) -> set[tuple[str, str]]:
-    """The run's functions and classes, called from another file, that download."""
+    """The run's functions and classes, called from another file, that download; and the
+    methods of its classes called on the class (`mydatasets.MRDataset.splits()`)."""
     targets = {c.target for f in files.values() for c in f.calls if c.target[0] != f.path}
+    targets |= _class_methods_called(sources, files)
     downloading: set[tuple[str, str]] = set()
     for path in sorted({t[0] for t in targets}):
         if not any(mark in sources.get(path, b"") for mark in _MARKS):
@@ -69,6 +72,17 @@ def _downloading(sources: dict[str, bytes], files: dict[str, FileIndex]) -> set[
         downloading |= {(path, name) for name in downloaders(tree)}
     downloading |= deep_downloaders(sources, files, targets - downloading)
     return downloading
+
+
+def _class_methods_called(sources: dict[str, bytes], files: dict[str, FileIndex]) -> set[tuple[str, str]]:
+    """(file, "Class.method") of the run's classes' methods that another file calls on the class."""
+    methods = set()
+    for path, tree, _ in trees_mentioning(sources, files, (b"classmethod", b"staticmethod")):
+        methods |= {
+            (path, f"{node.name}.{m.name}") for node in tree.body if isinstance(node, ast.ClassDef)
+            for m in node.body if isinstance(m, ast.FunctionDef) and m.decorator_list
+        }
+    return {target for path in files for _, target in class_method_calls(sources.get(path, b""), path, methods)} if methods else set()
 
 
 def downloaders(tree: ast.Module) -> set[str]:

@@ -1526,3 +1526,29 @@ def _named_outside(outside: dict[str, str], target: tuple[str, str]) -> bool:
         re.M,
     )
     return any(pattern.search(text) and imports.search(text) for text in outside.values())
+
+
+def class_method_calls(source: bytes, path: str, targets: set[tuple[str, str]]) -> list[tuple[str, tuple[str, str]]]:
+    """The calls here of `targets` that are methods of another file's classes, called on the
+    class (`mydatasets.MRDataset.splits(...)`, a class method: Shawn1993's MR data, which
+    downloads, shuffles and cuts: reader R4, 29th session), as (spelling, target): the class
+    by its name, from a module this file imports."""
+    wanted = {(owner, name) for owner, name in targets if owner != path and "." in name}
+    if not wanted or not any(name.split(".")[0].encode() in source for _, name in wanted):
+        return []
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    imported = {
+        part for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
+        for part in [*(getattr(node, "module", None) or "").split("."), *(a.name.split(".")[-1] for a in node.names)]
+    }
+    out = []
+    for node in ast.walk(tree):
+        spelled = chain(node.func) if isinstance(node, ast.Call) else None
+        for owner, name in wanted:
+            stem = os.path.splitext(os.path.basename(owner))[0]
+            if spelled and (spelled == name or spelled.endswith(f".{name}")) and (stem in imported or name.split(".")[0] in imported):
+                out.append((spelled, (owner, name)))
+    return out

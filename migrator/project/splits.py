@@ -16,11 +16,10 @@ only with an optional parameter the call leaves to None: lonePatient/Bert's
 from __future__ import annotations
 
 import ast
-import os
 
 from migrator.analysis.ast_imports import qualify
 from migrator.project.entries import instance_method_calls
-from migrator.project.index import FileIndex, chain, parameter_defaults, trees_mentioning
+from migrator.project.index import FileIndex, class_method_calls, parameter_defaults, trees_mentioning
 
 # the draws of a permutation from a global generator → the seeds that make it alike
 _DRAWS = {
@@ -53,7 +52,7 @@ def split_helper_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -
             (f"{name}.{method}", (made[0], f"{made[1]}.{method}"))
             for name, made, method in instance_method_calls(sources.get(path, b""), f, files) if made[0] != path
         ]
-        calls += _class_method_calls(sources.get(path, b""), path, splitters)
+        calls += class_method_calls(sources.get(path, b""), path, set(splitters))
         for spelling, target in calls:
             if target in splitters:
                 draw, seed, param = splitters[target]
@@ -83,31 +82,6 @@ def _splits(function: ast.FunctionDef, imports: dict[str, str]) -> tuple[str, st
     if draw is None or not returns or not all(isinstance(r.value, ast.Tuple) and len(r.value.elts) >= 2 for r in returns):
         return None
     return (*draw, param) if _cut_in_two(function) else None
-
-
-def _class_method_calls(source: bytes, path: str, splitters) -> list[tuple[str, tuple[str, str]]]:
-    """`mydatasets.MRDataset.splits(...)`, a class method of another file's class that
-    splits (Shawn1993's MR data: `random.shuffle(examples)`, then a cut: reader R4, 29th
-    session), as spelled here: the class by its name, from a module this file imports."""
-    wanted = {(owner, name) for owner, name in splitters if owner != path and "." in name}
-    if not wanted or not any(name.split(".")[0].encode() in source for _, name in wanted):
-        return []
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return []
-    imported = {
-        part for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
-        for part in [*(getattr(node, "module", None) or "").split("."), *(a.name.split(".")[-1] for a in node.names)]
-    }
-    out = []
-    for node in ast.walk(tree):
-        spelled = chain(node.func) if isinstance(node, ast.Call) else None
-        for owner, name in wanted:
-            stem = os.path.splitext(os.path.basename(owner))[0]
-            if spelled and (spelled == name or spelled.endswith(f".{name}")) and (stem in imported or name.split(".")[0] in imported):
-                out.append((spelled, (owner, name)))
-    return out
 
 
 def _none_defaults(function: ast.FunctionDef) -> set[str]:
