@@ -156,11 +156,16 @@ class DatasetDownloadOnEveryProcess(Rule):
         enters = self.ctx.config.project_enters
         if not enters:
             return
+        live = [e for e in enters if e not in self.ctx.config.project_refused]
+        where = (
+            f"the Accelerator is created later, in `{live[0]}`" if live
+            else f"no Accelerator is created: the migration of `{enters[0]}` is left as written"
+        )
         for fact in self.analysis.facts.calls:
             if self._downloads(fact) and not self.analysis.branches.branch_of(fact.node):
                 shown = f"{dotted_name(fact.node.func) or fact.qualified}()"
                 why = (
-                    f"the Accelerator is created later, in `{enters[0]}`; download the data once before "
+                    f"{where}; download the data once before "
                     "launching, or build the loaders where the Accelerator exists, under `main_process_first()`"
                 )
                 self.report(fact.node, call=shown, note=f" (left as written: {why})")
