@@ -7,6 +7,7 @@ import os
 import libcst as cst
 
 from migrator.analysis import Role, dotted_name
+from migrator.analysis.handed_models import handed_model
 from migrator.analysis.options import setup_options
 from migrator.cst import LINE_LIMIT
 from migrator.edits import ImportChange, insert_before
@@ -122,28 +123,11 @@ class MissingAccelerator(Rule):
         and backward are there), with no Accelerator anywhere: named where the model is
         built, since an Accelerator made later (where the optimizer is) finds the model's
         own tensors already placed (its sparse graph on cuda:0, which prepare() does not move)."""
-        analysis, config = self.analysis, self.ctx.config
-        if analysis.accelerator_names or not config.project_drives:
+        handed = handed_model(self.analysis, self.ctx.config)
+        if handed is None:
             return
-        driven = {d[1]: d for d in config.project_drives}  # line of the call → the drive
-        models = set(analysis.roles.names(Role.MODEL))
-        handed = {}
-        for fact in analysis.facts.calls:
-            line = analysis.position(fact.node).start.line
-            if line in driven:
-                for arg in fact.node.args:
-                    name = dotted_name(arg.value)
-                    if name in models:
-                        handed.setdefault(name, driven[line])
-        bindings = sorted(
-            (b for b in analysis.facts.bindings if b.name in handed and isinstance(b.value, cst.Call)),
-            key=lambda b: analysis.order(b.target),
-        )
-        if not bindings:
-            return
-        first = bindings[0]
-        spelling, _, _, where, *_ = handed[first.name]
-        where = os.path.relpath(where, os.path.dirname(self.ctx.path) or ".").replace(os.sep, "/")
+        first, spelling = handed.binding, handed.spelling
+        where = os.path.relpath(handed.where, os.path.dirname(self.ctx.path) or ".").replace(os.sep, "/")
         note = (
             f" (left as written: it builds `{first.name}` here and hands it to the training of `{spelling}` ({where}), "
             "which gets no Accelerator: create the Accelerator before this line, so that whatever the model places "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis.handed_models import handed_model
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -32,7 +33,8 @@ class CudaSetDevice(Rule):
 
     ## Known limits
     A `set_device` whose result is used as a value (not a statement of its own) is
-    reported, not removed.
+    reported, not removed. In a file with no Accelerator that builds a model and hands it
+    to the training of another file that gets none either, it is reported, not removed.
     """
 
     code = "AM103"
@@ -57,7 +59,10 @@ class CudaSetDevice(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
-        if analysis.patterns is None or not analysis.migrating:
+        if analysis.patterns is None:
+            return
+        if not analysis.migrating:
+            self._handed_on()
             return
         facts = analysis.patterns.distribution
         for call in facts.set_devices:
@@ -66,6 +71,21 @@ class CudaSetDevice(Rule):
             self.report(call, edits=fix, note=note, call="torch.cuda.set_device")
         for block in analysis.facts.by_type.get("With", []):
             self._device_block(block)  # type: ignore[arg-type]
+
+    def _handed_on(self) -> None:
+        """A set-up with no Accelerator whose model another file's training gets, and gets
+        no Accelerator either (cnn-text-classification's main.py, `set_device(args.device)`
+        before `train.train(...)`): named, left as written; on one process it still picks
+        the GPU the user asked for."""
+        handed = handed_model(self.analysis, self.ctx.config)
+        if handed is None:
+            return
+        note = (
+            f" (left as written: this file hands `{handed.binding.name}` to the training of `{handed.spelling}`, which "
+            "gets no Accelerator; with the one you create by hand, remove it, or every process uses this one GPU)"
+        )
+        for call in self.analysis.patterns.distribution.set_devices:
+            self.report(call, note=note, call="torch.cuda.set_device")
 
     def _device_block(self, block: cst.With) -> None:
         """`with torch.cuda.device(args.gpu):` around code: the body stays, one level out."""

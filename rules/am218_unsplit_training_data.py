@@ -68,7 +68,8 @@ class UnsplitTrainingData(Rule):
         "`{call}` trains on {data}: nothing splits it between processes, so every process "
         "reads all of it (in one order, the same batches everywhere: correct, but no faster; shuffled without a "
         "common seed, each its own batches: a batch N times larger, its samples repeated across processes); serve it "
-        "from a DataLoader passed through prepare(), or split it by `accelerator.process_index`"
+        "from a DataLoader passed through prepare(), or split it by `accelerator.process_index` into shards of equal batch counts "
+        "(a process with one batch more waits forever in its backward)"
     )
     examples = (
         Example(

@@ -153,21 +153,24 @@ class DatasetDownloadOnEveryProcess(Rule):
         """A file with no set-up of its own that hands over to a class or function of the
         run that creates the Accelerator itself (RAM's `Trainer(config, loaders)`): every
         process runs what comes before, with no Accelerator to order the download."""
-        enters = self.ctx.config.project_enters
+        config = self.ctx.config
+        enters = config.project_enters
         if not enters:
             return
-        live = [e for e in enters if e not in self.ctx.config.project_refused]
-        where = (
-            f"the Accelerator is created later, in `{live[0]}`" if live
-            else f"no Accelerator is created: the migration of `{enters[0]}` is left as written"
-        )
+        live = [e for e in enters if e not in config.project_refused]  # a trainer left as written creates none
+        if live:
+            why = (
+                f"the Accelerator is created later, in `{live[0]}`; download the data once before launching, "
+                "or build the loaders where the Accelerator exists, under `main_process_first()`"
+            )
+        else:
+            why = (
+                f"no Accelerator is created: the migration of `{enters[0]}` is left as written; download the data "
+                "once before launching, or build the loaders under `main_process_first()` of the Accelerator you create"
+            )
         for fact in self.analysis.facts.calls:
             if self._downloads(fact) and not self.analysis.branches.branch_of(fact.node):
                 shown = f"{dotted_name(fact.node.func) or fact.qualified}()"
-                why = (
-                    f"{where}; download the data once before "
-                    "launching, or build the loaders where the Accelerator exists, under `main_process_first()`"
-                )
                 self.report(fact.node, call=shown, note=f" (left as written: {why})")
 
     def _downloads(self, fact) -> bool:

@@ -7,6 +7,7 @@ import libcst as cst
 from migrator.analysis import Role
 from migrator.analysis.names import dotted_name
 from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
+from migrator.analysis.handed_models import HandedModel, handed_model
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -24,6 +25,14 @@ _ELSEWHERE_WHOLE = (
     f" ({RUN_CALLS_IT}, and this file gets no Accelerator: load onto this process's device, "
     "`map_location=f\"cuda:{int(os.environ.get('LOCAL_RANK', 0))}\"` on a GPU machine (a whole pickled model stays "
     "where it is loaded), or `map_location=\"cpu\"` where its callers only copy it into a model with `load_state_dict`)"
+)
+
+
+# in a set-up that hands its model to another file's training and creates no Accelerator
+_HANDED = (
+    " (left as written: this file hands `{model}` to the training of `{spelling}`, which gets no Accelerator; "
+    "with the one you create by hand, load onto `accelerator.device`, or pass `map_location=\"cpu\"`: "
+    "`load_state_dict` copies each tensor to where the model is)"
 )
 
 
@@ -60,7 +69,9 @@ class CheckpointLoadedOntoSavingDevice(Rule):
     A load whose tensors are used otherwise (data, embeddings) keeps its device, and so
     does one that already says where (`map_location=`). In code other files of the run
     call on every process, in a file given no Accelerator, the load is named and left as
-    written, with `map_location="cpu"` as the remedy.
+    written, with `map_location="cpu"` as the remedy; so is a load into a model that a
+    file with no Accelerator builds and hands to the training of another file that gets
+    none (the hand migration's to place).
     """
 
     code = "AM521"
@@ -89,6 +100,10 @@ class CheckpointLoadedOntoSavingDevice(Rule):
         analysis = self.analysis
         config = self.ctx.config
         shared = not analysis.migrating and bool(config.run_callers) and not analysis.accelerator_names
+        handed = None if analysis.migrating else handed_model(analysis, config)
+        if handed is not None:
+            self._loads_into_models(handed)
+            return
         if not analysis.migrating and not shared:
             return
         states = _state_dict_sources(analysis)
@@ -106,6 +121,17 @@ class CheckpointLoadedOntoSavingDevice(Rule):
             if accelerator is None:
                 continue
             self.report(fact.node, edits=[replace(fact.node, _mapped(fact.node, accelerator))], note="")
+
+    def _loads_into_models(self, handed: HandedModel) -> None:
+        """A set-up whose model another file's unmigrated training gets (cnn-text-
+        classification's main.py, `cnn.load_state_dict(torch.load(args.snapshot))`)."""
+        analysis = self.analysis
+        states = _state_dict_sources(analysis)
+        note = _HANDED.format(model=handed.binding.name, spelling=handed.spelling)
+        for fact in analysis.facts.calls:
+            if (fact.qualified or "") in _LOADS and not _has_location(analysis, fact.node):
+                if _feeds_load_state_dict(analysis, fact.node, states):
+                    self.report(fact.node, note=note)
 
 
 def _has_location(analysis, call: cst.Call) -> bool:

@@ -108,7 +108,7 @@ class OptimizerFreeTraining(Rule):
             return self._note_held_optimizers(held, unreached)
         model = _updated_model(analysis)
         data = "" if analysis.roles.names(Role.DATALOADER) else (
-            "; with no DataLoader, every process trains on all the data unless you split it by `accelerator.process_index`"
+            "; with no DataLoader, every process trains on all the data unless you split it by `accelerator.process_index` (into shards of equal batch counts)"
         )
         for c in analysis.facts.calls:
             func = c.node.func
@@ -181,7 +181,7 @@ class OptimizerFreeTraining(Rule):
                     f": `{models[0]}` is prepared alone and the hand-written update stays (it reads the gradients "
                     "DDP averaged); with no DataLoader nothing splits the data: where every process reads the same "
                     "data, each trains on all of it (correct, but no faster): split it by "
-                    "`accelerator.process_index`, or serve it from a DataLoader"
+                    "`accelerator.process_index` (into shards of equal batch counts), or serve it from a DataLoader"
                 )
                 self.report(c.node, call=f"{receiver if len(receiver) < 30 else 'loss'}.backward()", how=_NONE, rest=rest)
                 return

@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 
 _COPIES = {"copy.deepcopy", "torch.optim.swa_utils.AveragedModel"}
 _WEIGHTS = {"parameters", "named_parameters", "state_dict"}
-# methods that keep what they are handed (`ema.register(name, param.data)`, `shadow.append(p)`)
-_KEEPERS = {"register", "append", "add", "store", "save", "update", "copy_"}
+# methods that keep a copy of what they are handed (`ema.register(name, param.data)`, an EMA's
+# convention; `shadow[name].copy_(param.data)`); `groups.append(param)` keeps the parameter itself,
+# which prepare() then overwrites in place like the model's
+_KEEPERS = {"register", "copy_"}
 _TORCH_SEEDS = {"torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all"}
 _OTHER_SEEDS = {"random.seed", "numpy.random.seed"}
 _PER_PROCESS = ("rank", "process_index", "local_process_index")
@@ -126,7 +128,7 @@ def _names(target: cst.BaseExpression) -> set[str]:
 
 def _keeps(body: cst.CSTNode, params: set[str]) -> bool:
     """The loop keeps a copy of a weight: clones it, or hands it to a keeper's method
-    (`ema.register(name, param.data)`, `shadow.append(p.detach())`)."""
+    (`ema.register(name, param.data)`)."""
     for node in descendants(body):
         if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute):
             continue

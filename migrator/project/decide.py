@@ -11,6 +11,7 @@ from migrator.findings import FileResult, FileStatus, Finding, is_refusal
 from migrator.project.calls import check_caller
 from migrator.project.index import ACCELERATOR, FileIndex, candidates, init_of
 from migrator.project.stub import caller_stub, parameter_kinds
+from migrator.verify.signature import CALLED_UNTHREADED
 
 _ROUNDS = 6
 
@@ -148,11 +149,13 @@ def refused_alone(files: dict[str, FileIndex], trainers: set[tuple[str, str]], r
     migration with the Accelerator (Bert-Multi-Label's Trainer: its three callers could not
     agree on a stub, or one of them is a file the run only reads): migrated alone, one whose
     migration is left as written for a reason of its own (a refusal other than AM954's
-    "nothing here calls it") is added to `refusals`, so the set-up its callers would prepare
+    "nothing here calls it"; its "another file calls it without passing it" is one) is added to `refusals`, so the set-up its callers would prepare
     for it is left as written too (refused_trainers)."""
     for engine in sorted({path for path, name in trainers if _trains(files, path, name)} - set(refusals)):
         result = migrate(engine, (), "", (), (), ())
-        reasons = tuple(f for f in result.findings if is_refusal(f.code) and f.code != "AM954")
+        reasons = tuple(
+            f for f in result.findings if is_refusal(f.code) and (f.code != "AM954" or CALLED_UNTHREADED in f.message)
+        )
         if reasons:
             refusals[engine] = reasons
 

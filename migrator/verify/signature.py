@@ -14,6 +14,8 @@ from migrator.verify.pair import Pair, Problem
 from migrator.verify.program import Program, call_name, last
 
 CODE = "AM954"
+# said of a function another file of the run calls without the Accelerator: a refusal the run decides
+CALLED_UNTHREADED = "another file of this project calls it without passing it"
 # Entry points by convention: a console script or a launcher calls them by name.
 _ENTRY_POINTS = frozenset({"main", "run", "cli", "train_main"})
 
@@ -85,8 +87,8 @@ def _new_required(pair: Pair) -> Iterator[Problem]:
         if qualname in pair.called_unthreaded:
             yield pair.at_after(
                 CODE, function,
-                f"left as written: `{qualname}` would need `{name}`, but another file of this project calls it "
-                "without passing it (that file is not migrated with this one), and would fail; migrate "
+                f"left as written: `{qualname}` would need `{name}`, but {CALLED_UNTHREADED} "
+                "(that file is not migrated with this one), and would fail; migrate "
                 "them together, or keep the function as it is",
             )
             continue

@@ -1,0 +1,58 @@
+"""A file that builds a model and hands it to the training of another file of the run that
+gets no Accelerator (Config.project_drives): LightGCN's main.py building `Recmodel` for
+Procedure.py, cnn-text-classification's main.py building `cnn` for `train.train` whose
+migration is left as written. The file is part of the launched program, but nothing in
+it is migrated: what it does to the devices is left for the hand migration to see.
+
+Nothing here edits the tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from migrator.analysis.names import dotted_name
+from migrator.analysis.roles import Role
+
+if TYPE_CHECKING:
+    from migrator.analysis import ScriptAnalysis
+    from migrator.config import Config
+
+
+@dataclass(frozen=True, eq=False)
+class HandedModel:
+    binding: object  # the first binding of the model handed on (collect.Binding)
+    spelling: str  # the call that hands it, as spelled here (`train.train`)
+    where: str  # the file that call trains in
+
+
+def handed_model(analysis: "ScriptAnalysis", config: "Config") -> HandedModel | None:
+    """The first model this file builds and hands to another file's training that gets no
+    Accelerator, when the file has none of its own. A trainer that creates its own
+    Accelerator and is migrated (Config.project_enters, not refused) gets one."""
+    if analysis.accelerator_names or not config.project_drives:
+        return None
+    driven = {
+        d[1]: d for d in config.project_drives  # line of the call → the drive
+        if d[0] not in config.project_enters or d[0] in config.project_refused
+    }
+    models = set(analysis.roles.names(Role.MODEL))
+    handed = {}
+    for fact in analysis.facts.calls:
+        line = analysis.position(fact.node).start.line
+        if line in driven:
+            for arg in fact.node.args:
+                name = dotted_name(arg.value)
+                if name in models:
+                    handed.setdefault(name, driven[line])
+    bindings = sorted(
+        (b for b in analysis.facts.bindings if b.name in handed and isinstance(b.value, cst.Call)),
+        key=lambda b: analysis.order(b.target),
+    )
+    if not bindings:
+        return None
+    spelling, _, _, where, *_ = handed[bindings[0].name]
+    return HandedModel(bindings[0], spelling, where)
