@@ -30,12 +30,12 @@ _STRING_NOTE = " (now a torch.device: where it was used as a string it reads `{n
 _RANKS = re.compile(r"rank|local|proc|worker|^i$|^gpu_?id$", re.IGNORECASE)
 
 
-def _picked_by_an_option(statement: cst.CSTNode) -> str:
+def _picked_by_an_option(analysis, statement: cst.CSTNode) -> str:
     """`f"cuda:{args.gpu}"`: an option named the GPU, which each launched process now takes
     for itself; said, so that a `--gpu 1` that no longer picks anything is no surprise. A
     worker's own number (`f"cuda:{rank}"`, `args.local_rank`, a bare `index` mp.spawn hands
     in) is what the Accelerator picks anyway."""
-    for string in _formatted(statement):
+    for string in analysis.nodes_under(statement, "FormattedString"):
         first = string.parts[0] if string.parts else None
         if not (isinstance(first, cst.FormattedStringText) and first.value.startswith("cuda:")):
             continue
@@ -49,17 +49,6 @@ def _picked_by_an_option(statement: cst.CSTNode) -> str:
                         "where the run is launched, `CUDA_VISIBLE_DEVICES=... accel-launch ...`)"
                     )
     return ""
-
-
-def _formatted(node: cst.CSTNode) -> list[cst.FormattedString]:
-    found: list[cst.FormattedString] = []
-
-    class _Find(cst.CSTVisitor):
-        def visit_FormattedString(self, n: cst.FormattedString) -> None:
-            found.append(n)
-
-    node.visit(_Find())
-    return found
 
 
 class HardCodedDevice(Rule):
@@ -198,7 +187,7 @@ class HardCodedDevice(Rule):
             why = choice.reason or "the device is computed in a way the migrator cannot read"
             self.report(statement, name=choice.name, note=f" (left as written: {why}; pass `cpu=` to the Accelerator by hand if the script can train on the CPU)")
             return
-        note += _picked_by_an_option(statement)
+        note += _picked_by_an_option(self.analysis, statement)
         line = statement if isinstance(statement, cst.If) else analysis.parent(statement)
         if unused:
             edits.append(remove(statement if isinstance(statement, cst.If) else removal_node(line, statement)))

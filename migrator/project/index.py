@@ -4,6 +4,7 @@ with `ast` (cheap, no LibCST), and which of its functions may be threaded."""
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import re
 from typing import Callable
@@ -651,6 +652,16 @@ def _builds_loader(value: ast.AST | None) -> bool:
     return name == "DataLoader"
 
 
+@functools.lru_cache(maxsize=128)
+def parsed(source: bytes) -> ast.Module | None:
+    """A file's tree, parsed once for all the project readers that ask (None: not Python 3).
+    The readers only read the trees they share."""
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+
+
 def trees_mentioning(sources: dict[str, bytes], paths, marks: tuple[bytes, ...]):
     """(path, tree, imports) of each of `paths` whose text holds one of `marks` and parses:
     the project readers look only into the files that may hold what they look for."""
@@ -658,11 +669,9 @@ def trees_mentioning(sources: dict[str, bytes], paths, marks: tuple[bytes, ...])
         data = sources.get(path, b"")
         if not any(mark in data for mark in marks):
             continue
-        try:
-            tree = ast.parse(data)
-        except (SyntaxError, ValueError):
-            continue
-        yield path, tree, module_imports(tree)
+        tree = parsed(data)
+        if tree is not None:
+            yield path, tree, module_imports(tree)
 
 
 def init_of(cls: ast.ClassDef) -> ast.FunctionDef | None:
@@ -1536,9 +1545,8 @@ def class_method_calls(source: bytes, path: str, targets: set[tuple[str, str]]) 
     wanted = {(owner, name) for owner, name in targets if owner != path and "." in name}
     if not wanted or not any(name.split(".")[0].encode() in source for _, name in wanted):
         return []
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    tree = parsed(source)
+    if tree is None:
         return []
     imported = {
         part for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))
