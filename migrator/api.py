@@ -373,8 +373,14 @@ def _as_one_program(items: list[_File], store: Cache | None, around: list[_File]
         if path in read_only:
             continue
         item = by_path[path]
+        context = outcome.context(path)
+        late = project.refused_trainers(files, path, outcome.refused, outcome.threaded)
+        if result.status is FileStatus.UNCHANGED and set(late) - set(context[-1]):
+            # a set-up left as written whose trainer's refusal came after it was migrated: its findings say so
+            context = (*context[:-1], tuple(sorted(set(context[-1]) | set(late))))
+            result = migrate(path, *context, fix=item.config.fix)
         if not item.config.fix:
-            result = migrate(path, *outcome.context(path), fix=False)
+            result = migrate(path, *context, fix=False)
             if path in outcome.stubs:
                 mine = outcome.covered.get(path, frozenset(t[1] for t in outcome.threaded if t[0] == path))
                 result = project.with_unthreaded(result, migrate(path, (), "", (), (), (), fix=False), mine)

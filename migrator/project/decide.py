@@ -67,7 +67,7 @@ def decide(
         if round_:  # a file that called a function now dropped may have its own threaded (DeepLabV3's engine calling MetricLogger)
             threaded |= candidates(files, outside, read_only, frozenset(gone)) - gone - plain
         if not threaded:
-            refused_alone(files, gone, refusals, migrate)
+            refused_alone(files, _untried(files, gone, threaded, read_only), refusals, migrate)
             return Outcome(frozenset(), {}, {}, refused=refusals), {}
         plain &= threaded
         results: dict[str, FileResult] = {}
@@ -134,14 +134,23 @@ def decide(
             plain |= needless - dropped  # its callers no longer pass the Accelerator: again
             continue
         if not dropped:
-            refused_alone(files, gone, refusals, migrate)
+            refused_alone(files, _untried(files, gone, threaded, read_only), refusals, migrate)
             engines = {t[0] for t in threaded}
             refused = {path: found for path, found in refusals.items() if path not in engines}
             return Outcome(
                 frozenset(threaded), calls, stubs, stepped, loaders, covered, states, plain_calls, unthreaded, refused_calls, refused,
             ), results
-    refused_alone(files, gone, refusals, migrate)
+    refused_alone(files, _untried(files, gone, frozenset(), read_only), refusals, migrate)
     return Outcome(frozenset(), {}, {}, refused=refusals), {}
+
+
+def _untried(files: dict[str, FileIndex], gone: set, threaded, read_only: frozenset[str]) -> set[tuple[str, str]]:
+    """The training functions and classes whose engines no round migrated with the
+    Accelerator: those dropped, and those nothing threads (LightGCN's `utils.BPRLoss`, a
+    class that would create its own Accelerator, built once by main.py). Migrated alone,
+    a refusal among them leaves the set-ups that call them as written too."""
+    engines = {path for path, _ in threaded}
+    return set(gone) | {t for t in trainers_called(files, read_only) if t[0] not in engines}
 
 
 def refused_alone(files: dict[str, FileIndex], trainers: set[tuple[str, str]], refusals: dict, migrate) -> None:
