@@ -11,6 +11,7 @@ from migrator.analysis.device_strings import string_uses, string_valued
 from migrator.analysis.options import option_status, with_option
 from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
 from migrator.cst import removal_node
+from migrator.analysis.handed_models import handed_model
 from migrator.edits import Edit, remove, replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -21,6 +22,11 @@ _ELSEWHERE = (
 )
 
 
+# a set-up that hands its model to another file's training, which gets no Accelerator either
+_HANDED = (
+    " (left as written: this file hands `{model}` to the training of `{spelling}`, which gets no Accelerator; "
+    "with the one you create by hand, use `accelerator.device`, or every process takes this one GPU)"
+)
 _ONE_GPU = re.compile(r"cuda:(\d|\{)")
 
 
@@ -93,7 +99,9 @@ class HardCodedDevice(Rule):
     written and reported with the `cpu=` to pass by hand. A function that neither trains
     nor loses a device move to prepare() (an inference helper) keeps its own choice. In
     code that already has an Accelerator, a device variable assigned before the
-    Accelerator exists is reported, not rewritten.
+    Accelerator exists is reported, not rewritten. A file with no Accelerator that picks
+    one GPU (`"cuda:0"`) and hands its model to the training of another file that gets
+    none either (a trainer left as written) is reported, not rewritten.
 
     A GPU named by an option's index (`torch.device(f"cuda:{args.gpu}" if ... else "cpu")`)
     becomes the Accelerator's device like any other choice, and the finding says the
@@ -142,6 +150,7 @@ class HardCodedDevice(Rule):
         in another file that trains: in a file given no Accelerator, a device picked in
         code the run calls on every process puts every process on that one GPU."""
         analysis, names = self.analysis, self.ctx.config.run_callers
+        handed = handed_model(analysis, self.ctx.config)
         for var in analysis.device_variables:
             statement = analysis.statement_of(var.binding.target)
             # `"cuda:0"`, `"cuda:{}".format(args.gpu)`: one GPU for all (a bare `"cuda"` is the device the
@@ -151,6 +160,8 @@ class HardCodedDevice(Rule):
                 continue
             if run_by_other_files(analysis, statement, names, self.ctx.config.project_unpassed):
                 self.report(statement, name=var.name, note=_ELSEWHERE)
+            elif handed is not None:  # a2c-ppo's main.py: `device = torch.device("cuda:0" if args.cuda else "cpu")`
+                self.report(statement, name=var.name, note=_HANDED.format(model=handed.binding.name, spelling=handed.spelling))
 
     def _choice(self, choice: DeviceChoice) -> None:
         """A device picked in one statement or one if/elif/else cascade: one line

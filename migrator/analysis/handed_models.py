@@ -39,7 +39,7 @@ def handed_model(analysis: "ScriptAnalysis", config: "Config") -> HandedModel | 
         d[1]: d for d in config.project_drives  # line of the call → the drive
         if d[0] not in config.project_enters or d[0] in config.project_refused
     }
-    models = set(analysis.roles.names(Role.MODEL))
+    models = set(analysis.roles.names(Role.MODEL)) | _moved_objects(analysis)
     handed = {}
     for fact in analysis.facts.calls:
         line = analysis.position(fact.node).start.line
@@ -56,3 +56,16 @@ def handed_model(analysis: "ScriptAnalysis", config: "Config") -> HandedModel | 
         return None
     spelling, _, _, where, *_ = handed[bindings[0].name]
     return HandedModel(bindings[0], spelling, where)
+
+
+def _moved_objects(analysis: "ScriptAnalysis") -> set[str]:
+    """Names moved to a device here (`actor_critic.to(device)`): a model of a class of the
+    run whose training is elsewhere, which this file never sees updated (a2c-ppo's Policy)."""
+    out = set()
+    for c in analysis.facts.calls:
+        func = c.node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"):
+            name = dotted_name(func.value)
+            if name:
+                out.add(name)
+    return out
