@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis.handed_models import handed_model
+from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
 from migrator.edits import replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -34,7 +35,8 @@ class CudaSetDevice(Rule):
     ## Known limits
     A `set_device` whose result is used as a value (not a statement of its own) is
     reported, not removed. In a file with no Accelerator that builds a model and hands it
-    to the training of another file that gets none either, it is reported, not removed.
+    to the training of another file that gets none either, or in code other files of the
+    run call on every process in a file given no Accelerator, it is reported, not removed.
     """
 
     code = "AM103"
@@ -77,14 +79,23 @@ class CudaSetDevice(Rule):
         no Accelerator either (cnn-text-classification's main.py, `set_device(args.device)`
         before `train.train(...)`): named, left as written; on one process it still picks
         the GPU the user asked for."""
-        handed = handed_model(self.analysis, self.ctx.config)
-        if handed is None:
-            return
-        note = (
-            f" (left as written: this file hands `{handed.binding.name}` to the training of `{handed.spelling}`, which "
-            "gets no Accelerator; with the one you create by hand, remove it, or every process uses this one GPU)"
-        )
-        for call in self.analysis.patterns.distribution.set_devices:
+        analysis, config = self.analysis, self.ctx.config
+        handed = handed_model(analysis, config)
+        for call in analysis.patterns.distribution.set_devices:
+            function = analysis.branches.function_of(call)
+            per_process = function is not None and "rank" in cst.Module([]).code_for_node(function).lower()
+            if per_process:
+                continue  # a distribution helper's `set_device(args.gpu)` from LOCAL_RANK: AM219 takes the helper's call
+            if run_by_other_files(analysis, call, config.run_callers, config.project_unpassed):
+                # CycleGAN's BaseOptions.parse(): `torch.cuda.set_device(opt.gpu_ids[0])` on every process
+                note = f" ({RUN_CALLS_IT}, and this file gets no Accelerator: every process would use this one GPU; remove it)"
+            elif handed is not None:
+                note = (
+                    f" (left as written: this file hands `{handed.binding.name}` to the training of `{handed.spelling}`, "
+                    "which gets no Accelerator; with the one you create by hand, remove it, or every process uses this one GPU)"
+                )
+            else:
+                continue
             self.report(call, note=note, call="torch.cuda.set_device")
 
     def _device_block(self, block: cst.With) -> None:

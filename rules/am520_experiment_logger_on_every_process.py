@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
-from migrator.analysis.reach import called_by_other_files
+from migrator.analysis.reach import RUN_CALLS_IT, called_by_other_files, run_by_other_files
 from migrator.cst import adjacent_runs, wrap_statements
 from migrator.edits import Fix, replace
 from migrator.rule import Example, FixAvailability, Rule
@@ -70,7 +70,9 @@ class ExperimentLoggerOnEveryProcess(Rule):
     Only a writer bound by an assignment of its own line, to a plain name or to an
     attribute of `self` (each use then `self.writer.method(...)` on its own line in the
     same class, the attribute bound nowhere else), is fixed; wandb's module functions are
-    reported.
+    reported. In code other files of the run call on every process, in a file given no
+    Accelerator (a `Visualizer` class starting `wandb.init(...)`), the logger is reported,
+    left as written.
     """
 
     code = "AM520"
@@ -98,6 +100,7 @@ class ExperimentLoggerOnEveryProcess(Rule):
         # a launched script driving a model object of the run (`trainer.gen_update(...)`) runs on every process
         driving = bool(self.ctx.config.project_drives) and not analysis.accelerator_names
         if not analysis.migrating and not driving:
+            self._in_code_the_run_calls()
             return
         project = set(self.ctx.config.project_loggers)  # another file's class keeping a writer
         for fact in analysis.facts.calls:
@@ -109,6 +112,20 @@ class ExperimentLoggerOnEveryProcess(Rule):
                     self.report(call, call=shown, note=" (left as written: start it on the main process only and guard what logs to it)")
             elif (qualified in _WRITERS or dotted_name(call.func) in project) and not self._main_only(call):
                 self._writer(call, shown)
+
+    def _in_code_the_run_calls(self) -> None:
+        """CycleGAN's `Visualizer.__init__` starts `wandb.init(...)` for train.py: in a file
+        given no Accelerator, code other files of the run call runs on every process."""
+        analysis, config = self.analysis, self.ctx.config
+        if analysis.accelerator_names or not config.run_callers:
+            return
+        for fact in analysis.facts.calls:
+            qualified = fact.qualified or ""
+            if qualified not in _RUNS and qualified not in _WRITERS or self._main_only(fact.node):
+                continue
+            if run_by_other_files(analysis, fact.node, config.run_callers, config.project_unpassed):
+                shown = f"{cst.Module([]).code_for_node(fact.node.func)}(...)"
+                self.report(fact.node, call=shown, note=f" ({RUN_CALLS_IT}, and this file gets no Accelerator: create it on the main process only and guard what logs to it)")
 
     def _writer(self, call: cst.Call, shown: str) -> None:
         analysis = self.analysis

@@ -326,8 +326,38 @@ def _note_factories(
                     made.add(target)
                 elif target is not None and target != (path, node.name) and target[1] in defined:
                     through.setdefault((path, node.name), set()).add(target)
+        made |= _plugin_classes(node, tree, local, modules, run, root, trees)
         files[path].functions[node.name].makes = tuple(sorted(made))
     return through
+
+
+def _plugin_classes(node: ast.FunctionDef, tree: ast.Module, local, modules, run, root, trees) -> set[tuple[str, str]]:
+    """A factory that imports a module by name and keeps the class there that subclasses a
+    base of the run (pytorch-CycleGAN-and-pix2pix's `create_model(opt)`, through
+    `find_model_using_name`: `importlib.import_module("models." + name + "_model")`, then
+    `issubclass(cls, BaseModel)`): it makes the run's subclasses of that base."""
+    own = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    bodies = [node] + [own[c.func.id] for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in own]
+    made: set[tuple[str, str]] = set()
+    for body in bodies:
+        calls = [c for c in ast.walk(body) if isinstance(c, ast.Call)]
+        if not any(chain(c.func) in ("importlib.import_module", "import_module") for c in calls):
+            continue
+        for c in calls:
+            if isinstance(c.func, ast.Name) and c.func.id == "issubclass" and len(c.args) == 2:
+                base, _ = _target(c.args[1], modules, local)
+                base = base and _defined_in(*base, run, root, trees)
+                if base:
+                    made |= _subclasses_of(base[1], trees)
+    return made
+
+
+def _subclasses_of(name: str, trees: dict[str, ast.Module]) -> set[tuple[str, str]]:
+    """The run's top-level classes naming `name` as a base (`class CycleGANModel(BaseModel)`)."""
+    return {
+        (path, n.name) for path, tree in trees.items() for n in tree.body
+        if isinstance(n, ast.ClassDef) and any((chain(b) or "").rsplit(".", 1)[-1] == name for b in n.bases)
+    }
 
 
 def _top_level(trees: dict[str, ast.Module], path: str) -> dict[str, ast.AST]:
