@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.handed_models import handed_model
 from migrator.analysis.walk import descendants
 from migrator.edits import insert_after
 from migrator.rule import Example, FixAvailability, Rule
@@ -61,6 +64,9 @@ class SameNoiseOnEveryProcess(Rule):
     per process (`envs.reset(seed=args.seed)`) is named too: every process plays the same
     episodes, so N processes compute one process's gradients N times. That one is not
     fixed: the seeds of `random`, NumPy and the environments' constructors go with it.
+    So is an environment the loop steps that was made by a call handed the seed
+    (`envs = make_vec_envs(name, args.seed, ...)`), and, left as written, in a set-up with
+    no Accelerator that hands its model to a trainer whose migration is left as written.
 
     ## Known limits
     Only where the migration writes the prepare() itself, in the scope that seeds, and
@@ -99,6 +105,15 @@ class SameNoiseOnEveryProcess(Rule):
         analysis = self.analysis
         if analysis.migrating:
             self._environments_seeded_alike()
+        elif (handed := handed_model(analysis, self.ctx.config)) is not None:
+            # a2c-ppo's main.py: `envs = make_vec_envs(name, args.seed, ...)` stepped in the loop that calls
+            # `agent.update(rollouts)`, whose trainer is left as written
+            drives = {d[1] for d in self.ctx.config.project_drives}
+            note = (
+                f" (left as written: this file hands `{handed.binding.name}` to the training of `{handed.spelling}`, "
+                "which gets no Accelerator; seed them apart when you migrate it by hand)"
+            )
+            self._environments_seeded_alike(drives, note)
         if not analysis.migrating or analysis.plan is None:
             return
         draw = self._draw_in_training_loop()
@@ -146,37 +161,50 @@ class SameNoiseOnEveryProcess(Rule):
             for b in self.analysis.facts.bindings
         )
 
-    def _environments_seeded_alike(self) -> None:
+    def _environments_seeded_alike(self, driving: set[int] = frozenset(), note: str = "") -> None:
         """`envs.reset(seed=args.seed)` and `envs.step(actions)` in the loop that trains
         (cleanrl's DQN and PPO): the experience is the data, and no prepare() shards it.
         Every process plays the same episodes from the same seed, so N processes compute
         one process's gradients N times. Named, not fixed: the seeds of `random`, NumPy and
         the environments' own constructors go with it."""
         facts = self.analysis.facts
-        training = {id(loop) for c in facts.calls if _is_backward(c.node) for loop in c.loops}
+        training = {
+            id(loop) for c in facts.calls
+            if _is_backward(c.node) or self.analysis.position(c.node).start.line in driving for loop in c.loops
+        }
         stepped = {
             dotted_name(c.node.func.value) for c in facts.calls
             if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "step"
             and any(id(loop) in training for loop in c.loops)
         }
-        for c in facts.calls:
+        for c in facts.calls + self._env_makers(stepped):
             func = c.node.func
-            if not isinstance(func, cst.Attribute) or func.attr.value != "reset" or dotted_name(func.value) not in stepped:
+            made = isinstance(c, _Made)
+            if not made and (not isinstance(func, cst.Attribute) or func.attr.value != "reset" or dotted_name(func.value) not in stepped):
                 continue
-            seed = next((a.value for a in c.node.args if a.keyword is not None and a.keyword.value == "seed"), None)
+            seed = _seed_argument(c.node, positional=made)
             if seed is None or isinstance(seed, cst.Name) and seed.value == "None" or self._per_process(seed):
                 continue
-            env = dotted_name(func.value)
+            env = c.env if made else dotted_name(func.value)
             self.report(
-                c.node, seed=cst.Module([]).code_for_node(c.node), uses=f"steps `{env}` (`{env}.step(...)`)",
+                c.node, seed=_shown(c.node, seed) if made else cst.Module([]).code_for_node(c.node), uses=f"steps `{env}` (`{env}.step(...)`)",
                 consequence=(
                     "every process plays the same episodes and learns from the same experience, so N processes "
                     "compute one process's gradients N times; add `accelerator.process_index` to the seeds "
                     f"(`{env}`, `random`, NumPy, torch) after prepare()"
                 ),
-                note="",
+                note=note,
             )
             return
+
+    def _env_makers(self, stepped: set) -> list["_Made"]:
+        """`envs = make_vec_envs(args.env_name, args.seed, ...)`: the environments the loop
+        steps, made by a call handed a seed (a name or attribute called `seed`)."""
+        out = []
+        for b in self.analysis.facts.bindings:
+            if b.name in stepped and isinstance(b.value, cst.Call):
+                out.append(_Made(b.value, b.name))
+        return out
 
     def _draw_in_training_loop(self) -> str | None:
         """The first random draw from the global generator in a loop that also runs a backward."""
@@ -189,6 +217,29 @@ class SameNoiseOnEveryProcess(Rule):
                 continue
             return f"{dotted_name(c.node.func) or c.qualified}(...)"
         return None
+
+
+@dataclass(frozen=True, eq=False)
+class _Made:
+    node: cst.Call
+    env: str
+
+
+def _seed_argument(call: cst.Call, positional: bool) -> cst.BaseExpression | None:
+    """`seed=...`, or (for a maker) an argument spelled `seed` / `args.seed`."""
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == "seed":
+            return a.value
+    if positional:
+        for a in call.args:
+            if a.keyword is None and (dotted_name(a.value) or "").rsplit(".", 1)[-1] == "seed":
+                return a.value
+    return None
+
+
+def _shown(call: cst.Call, seed: cst.BaseExpression) -> str:
+    """`make_vec_envs(..., args.seed, ...)`: the maker and the seed it is handed, on one line."""
+    return f"{dotted_name(call.func) or 'make'}(..., {cst.Module([]).code_for_node(seed)}, ...)"
 
 
 def _is_backward(call: cst.Call) -> bool:

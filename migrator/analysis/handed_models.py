@@ -40,10 +40,21 @@ def handed_model(analysis: "ScriptAnalysis", config: "Config") -> HandedModel | 
         if d[0] not in config.project_enters or d[0] in config.project_refused
     }
     models = set(analysis.roles.names(Role.MODEL)) | _moved_objects(analysis)
+    # `agent = Trainer(policy, lr)`, then `agent.update(...)` driven: a trainer class left as written is handed the model
+    files = {d[4]: d[3] for d in config.project_drives}
+    built = {
+        analysis.position(f.node).start.line: (f.func, 0, 0, files.get(f.func.rpartition(".")[2], ""))
+        for f in analysis.facts.calls if f.func in config.project_enters and f.func in config.project_refused
+    }
     handed = {}
     for fact in analysis.facts.calls:
         line = analysis.position(fact.node).start.line
-        if line in driven:
+        if line in built and fact.func == built[line][0]:
+            for arg in fact.node.args:
+                name = dotted_name(arg.value)
+                if name in models:
+                    handed.setdefault(name, built[line])
+        elif line in driven:
             for arg in fact.node.args:
                 name = dotted_name(arg.value)
                 if name in models:
@@ -59,9 +70,12 @@ def handed_model(analysis: "ScriptAnalysis", config: "Config") -> HandedModel | 
 
 
 def _moved_objects(analysis: "ScriptAnalysis") -> set[str]:
-    """Names moved to a device here (`actor_critic.to(device)`): a model of a class of the
+    """Names moved to a device here (`actor_critic.to(device)`, `policy = Policy().to(device)`): a model of a class of the
     run whose training is elsewhere, which this file never sees updated (a2c-ppo's Policy)."""
-    out = set()
+    out = {  # `policy = Policy().to(device)`
+        b.name for b in analysis.facts.bindings
+        if isinstance(b.value, cst.Call) and isinstance(b.value.func, cst.Attribute) and b.value.func.attr.value in ("to", "cuda")
+    }
     for c in analysis.facts.calls:
         func = c.node.func
         if isinstance(func, cst.Attribute) and func.attr.value in ("to", "cuda"):
