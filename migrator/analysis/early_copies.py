@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from migrator.analysis.names import code_of, dotted_name
+from migrator.analysis.names import dotted_name
+from migrator.analysis.random_draws import SEEDS, per_process_seed
 from migrator.analysis.roles import EMA_CLASS, Role, peel_moves
 from migrator.analysis.walk import descendants
 
@@ -28,8 +29,6 @@ _WEIGHTS = {"parameters", "named_parameters", "state_dict"}
 # which prepare() then overwrites in place like the model's
 _KEEPERS = {"register", "copy_"}
 _TORCH_SEEDS = {"torch.manual_seed", "torch.random.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all"}
-_OTHER_SEEDS = {"random.seed", "numpy.random.seed"}
-_PER_PROCESS = ("rank", "process_index", "local_process_index")
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,12 +75,11 @@ def seeded_alike(analysis: "ScriptAnalysis") -> bool:
     for c in analysis.facts.calls:
         qualified = c.qualified or dotted_name(c.node.func) or ""
         last = qualified.rsplit(".", 1)[-1].lower()
-        if qualified in _OTHER_SEEDS or (qualified not in _TORCH_SEEDS and "seed" not in last):
+        if qualified in SEEDS or (qualified not in _TORCH_SEEDS and "seed" not in last):
             continue
         if "seed" in last and not c.node.args:
             continue
-        text = code_of(c.node)
-        if not any(word in text for word in _PER_PROCESS):
+        if not per_process_seed(c.node):
             return True
     return False
 
