@@ -98,8 +98,10 @@ def migrate_source(source: str | bytes, path: str = "<stdin>", config: Config | 
 
 def _shared_side_effects(text: str, config: Config) -> bool:
     """A file without torch whose functions the run calls may still make a directory,
-    open a log file or write a file on every process."""
-    return bool(config.run_callers) and any(word in text for word in _SHARED_EFFECTS)
+    open a log file or write a file on every process, itself or through a helper of
+    another file that writes one (`pics.save_picture(array, path)`)."""
+    helpers = bool(config.project_writers or config.project_output_writers)
+    return bool(config.run_callers) and (helpers or any(word in text for word in _SHARED_EFFECTS))
 
 
 # what AM517, AM518 and AM519 look for in code other files of the run call
@@ -226,6 +228,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_iterators": (b"__next__", b"__iter__", b"batch"), "project_module_readers": (b".module",),
         "project_sharded_loaders": (b"DistributedSampler",), "project_sharded_params": (b"DistributedSampler",), "project_sharding_readers": (b"DistributedSampler",), "project_gathering_readers": (b"DistributedSampler",), "project_dir_makers": (b"mkdir", b"makedirs"),
         "project_output_writers": (b"save", b"open("),
+        "project_wrapped_loaders": (b"__iter__",),
         "project_savers": (b".save(",), "project_file_keepers": (b"open(",), "project_batch_params": (b".numpy()",), "project_unpassed": (b"=None", b"= None"), "project_splits": (b"shuffle", b"perm", b"sample"), "project_freezers": (b"requires_grad",),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
@@ -264,7 +267,10 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     # never makes a helper of the run the place of a new Accelerator
     own = {p: replace(f, calls=[]) if p in read_only else f for p, f in files.items()}
     views = {"project_called": callers, "project_bases": callers, "project_entered": own, "project_enters": own}
-    found = {f: readers[f](sources, views.get(f, files)) for f in wanted if f not in ("project_roles", "project_dir_makers", "project_output_writers")}
+    found = {
+        f: readers[f](sources, views.get(f, files)) for f in wanted
+        if f not in ("project_roles", "project_dir_makers", "project_output_writers", "project_wrapped_loaders")
+    }
     if "project_drives" in found:  # whether the driven file is one the run writes, or one it only reads
         found["project_drives"] = {
             path: tuple((*d, d[3] not in read_only, _held_by(files, read_only, d[3], d[4], path)) for d in drives)
@@ -281,6 +287,9 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     if "project_writers" in wanted:  # helpers only the run's own files call: their callers gate them
         found["project_gated_writers"] = project.writers_callers_gate(sources, files, read_only)
         wanted.append("project_gated_writers")
+    if "project_wrapped_loaders" in wanted:  # both ends: the class keeping the loader, the loop over it
+        found["project_wrapped_loaders"], found["project_wrapper_loops"] = project.wrapped_loader_facts(sources, files, read_only)
+        wanted.append("project_wrapper_loops")
     if "project_roles" in wanted:
         found["project_roles"] = project.role_calls(sources, files, read_only)
         found["project_members"] = project.member_calls(files, read_only)

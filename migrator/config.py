@@ -60,6 +60,11 @@ class Config:
     project_gathering_readers: tuple[str, ...] = ()  # ... of those, the ones that gather what they compute across the processes themselves (same)
     project_batch_params: tuple[tuple[str, str, str, str], ...] = ()  # own methods a loop of another file hands a loader's batch: (Class.method, parameter, where, loader) (project/batch_params.py)
     project_iterators: tuple[str, ...] = ()  # own parameters callers hand a batch iterator that is no DataLoader (project/iterators.py)
+    # own classes whose `__iter__` draws the batches of a DataLoader they keep, iterated by a training
+    # loop of another file: (class, attribute, where the loop is) (project/wrapped_loaders.py)
+    project_wrapped_loaders: tuple[tuple[str, str, str], ...] = ()
+    # ... and those loops, in the file holding them: (name iterated, line, class, where its DataLoader is built)
+    project_wrapper_loops: tuple[tuple[str, int, str, str], ...] = ()
     project_states: tuple[tuple[str, tuple[int, ...], tuple[str, ...], bool], ...] = ()  # calls that save/load a model's state: positions, names, writes a file
     project_plain: tuple[str, ...] = ()  # calls of functions migrated with this file that need no Accelerator
     project_unthreaded: tuple[tuple[str, bool], ...] = ()

@@ -17,7 +17,10 @@ class UnsplitTrainingData(Rule):
     built in the script, a full batch, slices taken by hand), says so once, at the first
     backward that a loop repeats. In a file the migration leaves alone (an engine whose
     callers set up the training), says it of a training loop over torchtext's
-    `BucketIterator`/`Iterator`/`BPTTIterator`, which no caller can prepare. Nothing is changed.
+    `BucketIterator`/`Iterator`/`BPTTIterator`, which no caller can prepare. In a run of
+    several files, a training loop over an object of the run that keeps its DataLoader
+    inside (its `__iter__` draws the batches of `self.loader = DataLoader(...)`) is named at
+    both ends: the loop, and the DataLoader the class builds, the one to prepare. Nothing is changed.
 
     ## Why is this bad?
     `accelerator.prepare()` splits a DataLoader's batches between processes. Data held
@@ -65,7 +68,7 @@ class UnsplitTrainingData(Rule):
     code = "AM218"
     name = "unsplit-training-data"
     message = (
-        "`{call}` trains on {data}: nothing splits it between processes, so every process "
+        "{subject} trains on {data}: nothing splits it between processes, so every process "
         "reads all of it (in one order, the same batches everywhere: correct, but no faster; shuffled without a "
         "common seed, each its own batches: a batch N times larger, its samples repeated across processes); serve it "
         "from a DataLoader passed through prepare(), or split it by `accelerator.process_index` into shards of equal batch counts "
@@ -85,6 +88,8 @@ class UnsplitTrainingData(Rule):
 
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
+        if self._wrapped_loaders():
+            return
         if not analysis.migrating:
             self._library_iterators_trained_on()
             return
@@ -107,8 +112,34 @@ class UnsplitTrainingData(Rule):
                 if _iterates_something(analysis, c.node, seen_into):
                     return  # batches drawn from an object we cannot see into (a loader a helper made)
                 text = cst.Module([]).code_for_node(c.node).strip()
-                self.report(c.node, call=text if len(text) < 40 else "backward()", data=self._served_data(c) or _UNSERVED)
+                self.report(c.node, subject=f"`{text if len(text) < 40 else 'backward()'}`", data=self._served_data(c) or _UNSERVED)
                 return
+
+    def _wrapped_loaders(self) -> bool:
+        """Both ends of a training loop over an object of the run that keeps its DataLoader
+        inside (project/wrapped_loaders.py): here the DataLoader such a class builds, or
+        here the loop over one of them, built in another file."""
+        analysis, config = self.analysis, self.ctx.config
+        found = False
+        for cls_name, attr, where in config.project_wrapped_loaders:
+            call = _kept_loader(analysis, analysis.facts.classes.get(cls_name), attr)
+            if call is not None:
+                data = (
+                    f"the batches of this DataLoader, which `{cls_name}.__iter__` hands out from `self.{attr}`: "
+                    f"built where no Accelerator is, and held by an object prepare() cannot take"
+                )
+                self.report(call, subject=f"the training loop at {where}", data=data)
+                found = True
+        for name, line, cls_name, where in config.project_wrapper_loops:
+            loop = next((l.node for l in analysis.facts.loops if analysis.position(l.node).start.line == line), None)
+            if loop is not None:
+                data = (
+                    f"the batches of `{name}`, a `{cls_name}` whose DataLoader ({where}) is built where no Accelerator is: "
+                    f"prepare() cannot take the `{cls_name}`, only that DataLoader"
+                )
+                self.report(loop, subject="This loop", data=data)
+                found = True
+        return found
 
     def _library_iterators_trained_on(self) -> None:
         """In a file the migration leaves alone (an engine its callers set up), a training
@@ -122,7 +153,7 @@ class UnsplitTrainingData(Rule):
             if backward is not None:
                 text = cst.Module([]).code_for_node(backward).strip()
                 data = f"{self._library_batches(loop, iterators)}, whatever the callers prepare"
-                self.report(backward, call=text if len(text) < 40 else "backward()", data=data)
+                self.report(backward, subject=f"`{text if len(text) < 40 else 'backward()'}`", data=data)
                 return
 
     def _served_data(self, backward) -> str | None:
@@ -150,6 +181,17 @@ class UnsplitTrainingData(Rule):
 
 
 _UNSERVED = "data no prepared DataLoader serves"
+
+
+def _kept_loader(analysis, cls: cst.ClassDef | None, attr: str) -> cst.Call | None:
+    """The DataLoader call a method of the class binds to `self.<attr>`."""
+    for node in analysis.nodes_under(cls, "Assign") if cls is not None else ():
+        if isinstance(node, cst.Assign) and isinstance(node.value, cst.Call) and any(
+            isinstance(t.target, cst.Attribute) and t.target.attr.value == attr
+            and isinstance(t.target.value, cst.Name) and t.target.value.value == "self" for t in node.targets
+        ):
+            return node.value
+    return None
 
 
 def _backward_of_loop(analysis, loop: cst.For) -> cst.Call | None:

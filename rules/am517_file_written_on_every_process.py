@@ -571,9 +571,18 @@ class FileWrittenOnEveryProcess(Rule):
         inside = _ids(statement)
         at = analysis.order(statement)
         scope = analysis.scope_of(statement) if same_function else None
+        # the name bound anew after the write names another path from there on (CycleGAN's
+        # visualizer: `img_path = f"epoch{n:03d}_{label}.png"`, a link in a web page)
+        rebound = min((
+            analysis.order(b.statement) for b in analysis.facts.bindings
+            if isinstance(path, cst.Name) and b.name == text and analysis.order(b.statement) > at
+            and b.scope is analysis.scope_of(statement)
+        ), default=None)
         for fact in analysis.facts.calls:
             if id(fact.node) in inside or analysis.order(fact.node) < at or _only_shows(fact) or self._write(fact):
                 continue  # shown, or written again: not read
+            if rebound is not None and analysis.order(fact.node) > rebound:
+                continue
             if scope is not None and fact.scope is not scope:
                 continue
             handed = [cst.Module([]).code_for_node(a.value).strip() for a in fact.node.args]

@@ -23,10 +23,11 @@ _PLAIN = {
 # calls that write the file at their second argument (`torch.save(state, path)`,
 # `shutil.copyfile(path, best)`): a checkpoint helper only writes too
 _SAVERS = {"torch.save", "shutil.copyfile", "shutil.copy", "shutil.copy2"}
-# methods of files and strings (`f.write(...)`, `"{}".format(...)`, `d.items()`)
+# methods of files and strings (`f.write(...)`, `"{}".format(...)`, `d.items()`), and a
+# template's or document's text (`self.doc.render()`: dominate, jinja2)
 _METHODS = {
     "write", "writelines", "flush", "close", "format", "items", "keys", "values", "join", "replace", "lower",
-    "upper", "strip", "rstrip", "lstrip", "split", "startswith", "endswith", "get",
+    "upper", "strip", "rstrip", "lstrip", "split", "startswith", "endswith", "get", "render",
 }
 # image files written from a tensor (the path is the second argument)
 _IMAGE_SAVERS = {"torchvision.utils.save_image"}
@@ -36,6 +37,11 @@ _TENSOR_METHODS = {
     "expand", "detach", "cpu", "clone", "float", "view", "reshape", "permute", "squeeze", "unsqueeze", "repeat",
     "numpy", "size", "contiguous",
 }
+# a picture made with Pillow (`image_pil = Image.fromarray(array)`), changed into new ones
+# (`image_pil.resize(...)`) and written with its `save(path)` (pytorch-CycleGAN-and-pix2pix's
+# util.save_image)
+_PIL_MAKERS = {"PIL.Image.fromarray", "PIL.Image.new", "PIL.Image.open", "PIL.Image.merge"}
+_PIL_METHODS = {"resize", "convert", "crop", "rotate", "transpose", "copy", "thumbnail"}
 
 
 def only_writes(function: ast.FunctionDef, module: "ModuleWriters | None" = None) -> int | None:
@@ -78,6 +84,7 @@ def _effects(function: ast.FunctionDef, module: ModuleWriters | None) -> list[as
     anyone could see; None when it returns a value, sets something outside itself or
     makes another call."""
     opened: list[ast.expr] = []
+    pictures = _pictures(function, module)
     for node in ast.walk(function):
         if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal, ast.Await, ast.Lambda)):
             return None
@@ -100,9 +107,17 @@ def _effects(function: ast.FunctionDef, module: ModuleWriters | None) -> list[as
                 continue
             if isinstance(node.func, ast.Attribute) and node.func.attr in _METHODS:
                 continue
+            if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id in pictures:
+                if node.func.attr == "save":
+                    opened.append(node.args[0] if node.args else ast.Constant(None))
+                elif node.func.attr not in _PIL_METHODS:
+                    return None
+                continue
             if module is None:
                 return None
             qualified = module.qualify(node.func)
+            if qualified in _PIL_MAKERS:
+                continue
             if qualified in _IMAGE_SAVERS:
                 opened.append(node.args[1] if len(node.args) > 1 else ast.Constant(None))
             elif isinstance(node.func, ast.Name) and node.func.id in module.functions:
@@ -110,6 +125,29 @@ def _effects(function: ast.FunctionDef, module: ModuleWriters | None) -> list[as
             elif not (qualified in _TENSOR_MAKERS or isinstance(node.func, ast.Attribute) and node.func.attr in _TENSOR_METHODS):
                 return None
     return opened
+
+
+def _pictures(function: ast.FunctionDef, module: ModuleWriters | None) -> set[str]:
+    """Names the function binds to Pillow images only: made by Image.fromarray (or open,
+    new, merge), or by a picture's own resize or convert."""
+    if module is None:
+        return set()
+    made: set[str] = set()
+    other: set[str] = set()
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Assign):
+            continue
+        value = node.value
+        picture = isinstance(value, ast.Call) and (
+            module.qualify(value.func) in _PIL_MAKERS
+            or isinstance(value.func, ast.Attribute) and value.func.attr in _PIL_METHODS
+            and isinstance(value.func.value, ast.Name) and value.func.value.id in made
+        )
+        for target in node.targets:
+            for name in elements(target):
+                if isinstance(name, ast.Name):
+                    (made if picture else other).add(name.id)
+    return made - other
 
 
 def elements(target: ast.expr):

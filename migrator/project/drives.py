@@ -30,7 +30,7 @@ def driving_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dic
 
     def training_methods(target: tuple[str, str]) -> set[str]:
         if target not in methods_of:
-            methods_of[target] = _training_methods(sources, *target)
+            methods_of[target] = training_methods_of(sources, *target)
         return methods_of[target]
 
     for path, f in files.items():
@@ -178,7 +178,7 @@ def _aliases(function: ast.AST, param: str) -> set[str]:
     return names
 
 
-def _training_methods(sources: dict[str, bytes], path: str, name: str) -> set[str]:
+def training_methods_of(sources: dict[str, bytes], path: str, name: str) -> set[str]:
     """The methods of class `name` of `path` that call `.backward()` (or, in a class that
     takes none, `.step()`), in their body or through other methods of the class
     (`self.train_step(...)`)."""

@@ -239,8 +239,12 @@ def subclassed_elsewhere(files: dict[str, FileIndex], among: set[str] | None = N
     directly or through other bases (Config.project_bases): st-gcn's `IO.gpu()` wraps the
     model in DataParallel for REC_Processor (recognition.py), built on Processor
     (processor.py), built on IO. The base's code runs on every process though its own file
-    gets no Accelerator. `among`: the files whose classes count (those the launcher runs)."""
+    gets no Accelerator. `among`: the files whose classes count (those the launcher runs),
+    and the classes they build of files only read (pytorch-CycleGAN-and-pix2pix's train.py
+    builds `TrainOptions()`, whose `parse()` is BaseOptions', of a file the run left out)."""
     todo = [b for path, f in files.items() if among is None or path in among for bs in f.bases.values() for b in bs]
+    built = {c.target for path in among or () if path in files for c in files[path].calls}
+    todo += [b for path, name in built if path not in (among or ()) and path in files for b in files[path].bases.get(name, ())]
     seen: set[tuple[str, str]] = set()
     while todo:
         base = todo.pop()
@@ -326,9 +330,29 @@ def _note_factories(
                     made.add(target)
                 elif target is not None and target != (path, node.name) and target[1] in defined:
                     through.setdefault((path, node.name), set()).add(target)
+            made |= _fluent_made(call, node, modules, local, run, root, trees)
         made |= _plugin_classes(node, tree, local, modules, run, root, trees)
         files[path].functions[node.name].makes = tuple(sorted(made))
     return through
+
+
+def _fluent_made(call: ast.Call, function: ast.FunctionDef, modules, local, run, root, trees) -> set[tuple[str, str]]:
+    """The class of the object a method call hands back itself (pytorch-CycleGAN-and-pix2pix's
+    `data_loader = CustomDatasetDataLoader(opt)`, then `dataset = data_loader.load_data()`
+    and `return dataset`, where `load_data` returns `self` alone)."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+        return set()
+    makers = [
+        n.value for n in ast.walk(function) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+        and any(isinstance(t, ast.Name) and t.id == func.value.id for t in n.targets)
+    ]
+    target, _ = _target(makers[0].func, modules, local) if len(makers) == 1 else (None, None)
+    target = target and _defined_in(*target, run, root, trees)
+    cls = _top_level(trees, target[0]).get(target[1]) if target else None
+    method = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == func.attr), None) if isinstance(cls, ast.ClassDef) else None
+    returns = [n.value for n in ast.walk(method) if isinstance(n, ast.Return)] if method is not None else []
+    return {target} if returns and all(isinstance(v, ast.Name) and v.id == "self" for v in returns) else set()
 
 
 def _plugin_classes(node: ast.FunctionDef, tree: ast.Module, local, modules, run, root, trees) -> set[tuple[str, str]]:

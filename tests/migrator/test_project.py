@@ -4873,3 +4873,59 @@ def test_a_helper_object_handed_a_prepared_loader_is_told_it_reads_a_share(tmp_p
     results = _results([_project(tmp_path, **{"main.py": main, "dist_metric.py": metric})])
     told = [f.message for f in results["main.py"].findings if f.code == "AM914" and "metric.train" in f.message]
     assert told and "hand it the loader as it was before prepare()" in told[0], results["main.py"].findings
+
+
+def test_a_picture_saved_with_pillow_is_a_file_the_helper_only_writes() -> None:
+    """A helper that turns an array into a Pillow image, resizes it and saves it writes a
+    file and does nothing else (pytorch-CycleGAN-and-pix2pix's util.save_image); a helper
+    that hands the picture back, or calls another method of it, does more."""
+    from migrator.analysis.only_writes import ModuleWriters, only_writes
+
+    source = textwrap.dedent(
+        """
+        from PIL import Image
+
+        def save_picture(array, path, wide=False):
+            picture = Image.fromarray(array)
+            if wide:
+                picture = picture.resize((64, 32))
+            picture.save(path)
+
+        def picture_of(array, path):
+            picture = Image.fromarray(array)
+            picture.save(path)
+            return picture
+
+        def shown(array, path):
+            picture = Image.fromarray(array)
+            picture.show()
+            picture.save(path)
+
+        def text_page(page, path):
+            with open(path, "w") as f:
+                f.write(page.render())
+        """
+    )
+    tree = ast.parse(source)
+    module = ModuleWriters(tree)
+    helpers = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert only_writes(helpers["save_picture"], module) == 1
+    assert only_writes(helpers["picture_of"], module) is None
+    assert only_writes(helpers["shown"], module) is None
+    assert only_writes(helpers["text_page"], module) == 1  # a document's text is formatting
+
+
+def test_a_base_class_counts_when_a_file_the_run_only_reads_subclasses_it_for_the_run() -> None:
+    """train.py builds `TrainOptions()` of options/train_options.py, a file the run left
+    out, whose `parse()` is BaseOptions' (options/base_options.py, in the run): that base
+    runs on every launched process. A subclass no file of the run builds says nothing."""
+    sources = {
+        "train.py": "from options.train_options import TrainOptions\nopt = TrainOptions().parse()\n",
+        "options/__init__.py": "",
+        "options/base_options.py": "class BaseOptions:\n    def parse(self):\n        return 1\n\n\nclass OtherBase:\n    pass\n",
+        "options/train_options.py": "from .base_options import BaseOptions\n\n\nclass TrainOptions(BaseOptions):\n    pass\n",
+        "options/test_options.py": "from .base_options import OtherBase\n\n\nclass TestOptions(OtherBase):\n    pass\n",
+    }
+    files = project.index(sources)
+    among = {"train.py", "options/base_options.py"}
+    assert project.subclassed_elsewhere(files, among) == {"options/base_options.py": ("BaseOptions",)}

@@ -117,3 +117,27 @@ def test_a_script_that_only_starts_runs_is_not_part_of_the_launched_program() ->
     files = project.index(sources)
     data = {p: t.encode() for p, t in sources.items()}
     assert project.launched(data, files, frozenset({"search.py", "trains.py", "passes.py"})) == {"trains.py", "passes.py"}
+
+
+def test_a_base_class_a_left_out_file_builds_on_runs_on_every_process(tmp_path) -> None:
+    """train.py builds `TrainOptions()` (options/train_options.py), whose `parse()` is
+    BaseOptions' and picks the GPU by hand. Linted with train.py but not the subclass's
+    file, base_options.py is still code the launched program runs on every process."""
+    _write(tmp_path, {
+        "train.py": (
+            "import torch\nfrom options.train_options import TrainOptions\n\n"
+            "opt = TrainOptions().parse()\nmodel = torch.nn.Linear(4, 1)\n"
+            "optimizer = torch.optim.SGD(model.parameters(), lr=opt.lr)\n"
+            "for step in range(3):\n    loss = model(torch.randn(8, 4)).sum()\n    loss.backward()\n    optimizer.step()\n"
+        ),
+        "options/__init__.py": "",
+        "options/base_options.py": (
+            "import argparse\n\nimport torch\n\n\nclass BaseOptions:\n    def parse(self):\n"
+            "        parser = argparse.ArgumentParser()\n        parser.add_argument('--gpu', type=int, default=0)\n"
+            "        parser.add_argument('--lr', type=float, default=0.1)\n        opt = parser.parse_args()\n"
+            "        torch.cuda.set_device(opt.gpu)\n        return opt\n"
+        ),
+        "options/train_options.py": "from .base_options import BaseOptions\n\n\nclass TrainOptions(BaseOptions):\n    pass\n",
+    })
+    linted = _lint(tmp_path, "train.py", "options/base_options.py")
+    assert "options/base_options.py:12:9: AM103" in linted.stdout, linted.stdout + linted.stderr
