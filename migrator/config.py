@@ -53,6 +53,9 @@ class Config:
     project_callers: str = ""
     project_stepped: tuple[str, ...] = ()  # schedulers those functions step per batch
     project_loaders: tuple[tuple[str, tuple[int, ...]], ...] = ()  # calls returning DataLoaders: positions (-1: the value)
+    # attributes of own classes (or of classes of other files built on them) bound to a model a function of
+    # the run returns wrapped in DataParallel: (attribute, where the wrap is) (project/hand_wrapped.py)
+    project_hand_wrapped: tuple[tuple[str, str], ...] = ()
     project_module_readers: tuple[str, ...] = ()  # calls of other files' code reading `.module` of a model handed to it (project/module_readers.py)
     project_sharded_params: tuple[str, ...] = ()  # own parameters callers hand a loader a builder of the run shards (project/sharded_loaders.py)
     project_sharded_loaders: tuple[str, ...] = ()  # calls of other files' functions returning loaders a DistributedSampler shards (project/sharded_loaders.py)

@@ -105,7 +105,10 @@ class ModelMovedToSave(Rule):
                 continue
             function = analysis.branches.function_of(fact.node)
             params = {p.name.value for p in function.params.params} if function is not None else set()
+            params |= _fetched_from_self(analysis, function)
             for off, model in _moved_states(analysis.nodes_under(fact.node.args[0].value, "Call"), params):
+                if _on_the_cpu_path(analysis, off):
+                    continue
                 back = _moved_back(analysis, function, model, fact.node)
                 note = _ELSEWHERE + (f", and `{back}` puts every process's copy on that one GPU" if back else "") + ")"
                 self.report(off, move=_EMPTY.code_for_node(off).strip(), model=model, what="CPU", note=note)
@@ -118,8 +121,9 @@ _ELSEWHERE = (
 
 
 def _moved_states(calls: list[cst.Call], params: set[str]) -> list[tuple[cst.Call, str]]:
-    """`network.cpu()` in `network.cpu().state_dict()` among the calls of what is saved,
-    for a parameter `network` of the helper."""
+    """`network.cpu()` in `network.cpu().state_dict()` (or `network.module.cpu()`) among
+    the calls of what is saved, for a parameter `network` of the helper or a model it
+    fetches from its object by name."""
     out = []
     for state in calls:
         func = state.func
@@ -127,9 +131,38 @@ def _moved_states(calls: list[cst.Call], params: set[str]) -> list[tuple[cst.Cal
             continue
         off = func.value
         moved = off.func
-        if isinstance(moved, cst.Attribute) and moved.attr.value == "cpu" and isinstance(moved.value, cst.Name) and moved.value.value in params:
-            out.append((off, moved.value.value))
+        if not (isinstance(moved, cst.Attribute) and moved.attr.value == "cpu"):
+            continue
+        receiver = moved.value
+        if isinstance(receiver, cst.Attribute) and receiver.attr.value == "module":
+            receiver = receiver.value  # the model a DataParallel wrap holds
+        if isinstance(receiver, cst.Name) and receiver.value in params:
+            out.append((off, receiver.value))
     return out
+
+
+def _on_the_cpu_path(analysis, node: cst.CSTNode) -> bool:
+    """In the `else:` of `if ... torch.cuda.is_available():` (CycleGAN's save_networks):
+    there the model is on the CPU already, and `.cpu()` moves nothing."""
+    child, parent = node, analysis.parent(node)
+    while parent is not None and not isinstance(parent, cst.FunctionDef):
+        if isinstance(parent, cst.If) and child is parent.orelse and "cuda.is_available" in _EMPTY.code_for_node(parent.test):
+            return True
+        child, parent = parent, analysis.parent(parent)
+    return False
+
+
+def _fetched_from_self(analysis, function: cst.FunctionDef | None) -> set[str]:
+    """Names the function binds to one of its object's attributes picked by name
+    (CycleGAN's `net = getattr(self, "net" + name)` in BaseModel.save_networks)."""
+    if function is None:
+        return set()
+    scope = analysis.scope_of(function.body)
+    return {
+        b.name for b in analysis.facts.bindings
+        if b.scope is scope and isinstance(b.value, cst.Call) and dotted_name(b.value.func) == "getattr"
+        and b.value.args and dotted_name(b.value.args[0].value) == "self"
+    }
 
 
 def _moved_back(analysis, function: cst.FunctionDef | None, model: str, save: cst.Call) -> str | None:

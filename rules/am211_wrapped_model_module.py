@@ -28,7 +28,10 @@ class WrappedModelModule(Rule):
     left as written: the change is in that file. A reader that reads `.module` only under
     a flag defaulting to False is named only where the call passes the flag. In a file left
     without an Accelerator whose wrap AM210 asks to remove (code other files of the run
-    call), `model.module` of that wrap is named too: it goes with the wrap.
+    call), `model.module` of that wrap is named too: it goes with the wrap; and so is
+    `.module` read in such code of a model another file's function wraps (a base class
+    saving `getattr(self, "net" + name).module.state_dict()` of the nets its subclass
+    binds to what `networks.define_G(...)` returns wrapped).
 
     ## Example
     ```python
@@ -74,6 +77,7 @@ class WrappedModelModule(Rule):
         self._read_in_another_file()
         if analysis.patterns is not None and not analysis.has_accelerator and not analysis.migrating:
             self._beside_wraps_the_run_calls()
+            self._of_wraps_another_file_makes()
         if analysis.patterns is None or analysis.has_accelerator or not analysis.migrating:
             return
         for access in analysis.patterns.distribution.module_accesses:
@@ -139,6 +143,39 @@ class WrappedModelModule(Rule):
                 note = f" ({RUN_CALLS_IT}; AM210 asks for its wrap to go, and this read goes with it)"
                 self.report(access, subject=f"`{name}.module`", remedy=f"read `{name}` itself once the wrap goes", note=note)
 
+    def _of_wraps_another_file_makes(self) -> None:
+        """CycleGAN's BaseModel: `net = getattr(self, "net" + name)`, then
+        `net.module.cpu().state_dict()`, of nets its subclass binds to what networks.py
+        returns wrapped in DataParallel (project/hand_wrapped.py), in code other files of the
+        run call. AM210 asks for that wrap to go, and this read goes with it."""
+        analysis, config = self.analysis, self.ctx.config
+        held = dict(config.project_hand_wrapped)
+        if not held:
+            return
+        for access in analysis.nodes("Attribute"):
+            if access.attr.value != "module" or isinstance(analysis.parent(access), cst.IfExp) or self._under_wrapper_test(access):
+                continue  # `m.module if hasattr(m, "module") else m`: right without the wrap too
+            name = dotted_name(access.value)  # type: ignore[attr-defined]
+            where = self._held_wrap(access, name, held) if name else None
+            if where is None or not run_by_other_files(analysis, access, config.run_callers, config.project_unpassed):
+                continue
+            note = f" ({RUN_CALLS_IT}; AM210 asks for the wrap at {where} to go, and this read goes with it)"
+            self.report(access, subject=f"`{name}.module`", remedy=f"read `{name}` itself once the wrap goes", note=note)
+
+    def _held_wrap(self, access: cst.CSTNode, name: str, held: dict[str, str]) -> str | None:
+        """Where the wrap is of the model `name` holds: `self.netG` itself, or a name bound in
+        the function to `getattr(self, "net" + name)` where every attribute so named holds one."""
+        if name.startswith("self.") and name[5:] in held:
+            return held[name[5:]]
+        scope = self.analysis.scope_of(access)
+        values = [b.value for b in self.analysis.facts.bindings if b.name == name and b.scope is scope]
+        if len(values) != 1 or not isinstance(values[0], cst.Call) or dotted_name(values[0].func) != "getattr":
+            return None
+        args = values[0].args
+        prefix = _constant_prefix(args[1].value) if len(args) == 2 and dotted_name(args[0].value) == "self" else None
+        matching = {where for attr, where in held.items() if prefix and attr.startswith(prefix)}
+        return matching.pop() if len(matching) == 1 else None
+
     def _under_wrapper_test(self, node: cst.CSTNode) -> bool:
         """Under `if isinstance(model, nn.DataParallel):` or `if hasattr(model, "module"):`
         (yassouali's base_trainer): without the wrap that branch is not taken."""
@@ -160,6 +197,15 @@ class WrappedModelModule(Rule):
             if isinstance(wrap.statement, cst.Assign):
                 names |= {dotted_name(t.target) or "" for t in wrap.statement.targets}
         return names - {""}
+
+
+def _constant_prefix(expr: cst.BaseExpression) -> str | None:
+    """`"net"` of `"net" + name` and of `f"net{name}"`."""
+    if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add) and isinstance(expr.left, cst.SimpleString):
+        return expr.left.evaluated_value if isinstance(expr.left.evaluated_value, str) else None
+    if isinstance(expr, cst.FormattedString) and expr.parts and isinstance(expr.parts[0], cst.FormattedStringText):
+        return expr.parts[0].value or None
+    return None
 
 
 def _passes_true(call: cst.Call, flag: str) -> bool:

@@ -31,6 +31,7 @@ _WRITERS = {
     # `shutil.copytree(src, dst)`): one process deleting what another is writing fails both
     "shutil.rmtree": (0, "path"),
     "joblib.dump": (1, "filename"),
+    "scipy.io.savemat": (0, "file_name"),
 }
 # pandas frames written with `.to_csv(path)` and the like: the method → its path keyword
 _FRAME_WRITERS = {

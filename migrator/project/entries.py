@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 
 from migrator.project.calls import spelling_of
+from migrator.project.handed_instances import handed_instance_methods
 from migrator.project.index import ACCELERATOR, FileIndex, collection_items
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.Lambda)
@@ -156,7 +157,9 @@ def called_elsewhere(sources: dict[str, bytes], files: dict[str, FileIndex]) -> 
         for c in f.calls:  # a call only the main process makes does not run the code on every process
             if c.target[0] != path and c.target[0] in files and not c.main_only:
                 out.setdefault(c.target[0], set()).add(c.target[1])
-        for target, method in _instance_methods(sources.get(path, b""), f, files):
+        source = sources.get(path, b"")
+        handed = handed_instance_methods(sources, path, f, files, instances_of(source, f, files)) if source else set()
+        for target, method in _instance_methods(source, f, files) | handed:
             if target[0] != path and target[0] in files:
                 out.setdefault(target[0], set()).add(f"{target[1]}.{method}")
         for owner, method in f.class_calls:  # `ConfigParser.from_args(args)`, a classmethod

@@ -80,6 +80,8 @@ class FileIndex:
     instances: dict[str, tuple[str, str]] = field(default_factory=dict)  # `es = utils.EarlyStopping(...)`: es → the class
     bases: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # own class → (file, class) of other files it builds on
     class_calls: set[tuple[str, str]] = field(default_factory=set)  # (file, "Class.method") called on another file's class
+    # `valid_dataset = eval('dataset.' + name)(...)`: valid_dataset → the classes module `dataset` holds
+    picked: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
 _IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+\.*[\w.]*[ \t]+import|import[ \t])[^\n]*", re.MULTILINE)
@@ -1163,6 +1165,7 @@ def _index_file(
                     id(node) in main_only,
                 ))
     result.instances = {name: follow(made) for name, made in _instances(tree, modules, functions).items()}
+    result.picked = _picked_instances(tree, modules, run, root, trees or {})
     for node in ast.walk(tree):  # `ConfigParser.from_args(args)`: a method called on a class of another file
         func = node.func if isinstance(node, ast.Call) else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in functions and id(node) not in main_only:
@@ -1454,6 +1457,53 @@ def _instances(tree: ast.Module, modules, functions) -> dict[str, tuple[str, str
         if len(made) == 1 and None not in made:
             found[name] = made.pop()
     return found
+
+
+def _picked_instances(tree: ast.Module, modules: dict[str, str], run, root, trees) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Names bound to an instance of a class picked by name from a module of the run
+    (human-pose-estimation's `valid_dataset = eval('dataset.' + config.DATASET.DATASET)(...)`,
+    or `getattr(models, name)(...)`): name → the classes that module holds, its own and
+    those it imports (`from .coco import COCODataset as coco`)."""
+    out = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        module = _picked_from(node.value.func) if isinstance(node.value, ast.Call) else None
+        owner = modules.get(module or "")
+        classes = _classes_held(owner, run, root, trees) if owner else ()
+        if classes:
+            out[node.targets[0].id] = classes
+    return out
+
+
+def _picked_from(func: ast.expr) -> str | None:
+    """`dataset` of `eval('dataset.' + name)` and of `getattr(dataset, name)`."""
+    if not (isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.args):
+        return None
+    if func.func.id == "getattr" and len(func.args) >= 2 and isinstance(func.args[0], ast.Name):
+        return func.args[0].id
+    text = func.args[0]
+    if func.func.id == "eval" and isinstance(text, ast.BinOp) and isinstance(text.op, ast.Add):
+        prefix = text.left
+        if isinstance(prefix, ast.Constant) and isinstance(prefix.value, str) and prefix.value.endswith("."):
+            return prefix.value[:-1]
+    return None
+
+
+def _classes_held(owner: str, run, root, trees) -> tuple[tuple[str, str], ...]:
+    tree = trees.get(owner)
+    if tree is None:
+        return ()
+    found = {(owner, n.name) for n in tree.body if isinstance(n, ast.ClassDef)}
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        source = _resolve(node.module or "", node.level, owner, run, root)
+        for alias in node.names if source is not None else ():
+            where = _defined_in(source, alias.name, run, root, trees)
+            if isinstance(_top_level(trees, where[0]).get(where[1]), ast.ClassDef):
+                found.add(where)
+    return tuple(sorted(found))
 
 
 # methods that hand back the module they are called on

@@ -26,6 +26,7 @@ _WRITERS = {
     "torchvision.utils.save_image": 1, "matplotlib.pyplot.savefig": 0, "numpy.save": 0, "numpy.savez": 0,
     "numpy.savez_compressed": 0, "numpy.savetxt": 0, "torch.save": 1,
     "imageio.imwrite": 0, "imageio.mimsave": 0, "cv2.imwrite": 0, "ffmpeg.output": 1,  # stargan-v2's save_video
+    "scipy.io.savemat": 0,
 }
 # what a helper that may run on one process alone does not do
 _TRAINS = {"backward", "step", "zero_grad"}

@@ -4929,3 +4929,29 @@ def test_a_base_class_counts_when_a_file_the_run_only_reads_subclasses_it_for_th
     files = project.index(sources)
     among = {"train.py", "options/base_options.py"}
     assert project.subclassed_elsewhere(files, among) == {"options/base_options.py": ("BaseOptions",)}
+
+
+def test_a_method_of_an_object_handed_to_another_files_function_is_code_other_files_run() -> None:
+    """train.py picks its data set class by name from the `datasets` package
+    (`eval('datasets.' + name)(...)`) and hands the object to `engine.validate`, which
+    calls `data.score(...)`: each class of the package that defines `score` runs it for
+    the run, on every process. A method the function never calls, or a class that does
+    not define it, is not named; nor is a call only the main process makes."""
+    sources = {
+        "train.py": (
+            "import datasets\nimport engine\nfrom models import Net\n\n"
+            "name = 'pairs'\nvalid = eval('datasets.' + name)(root='.')\nnet = Net()\n"
+            "engine.validate(valid, net=net)\n"
+        ),
+        "engine.py": "def validate(data, net):\n    data.score(net)\n    net.forward(1)\n",
+        "models.py": "class Net:\n    def forward(self, x):\n        return x\n\n    def unused(self):\n        pass\n",
+        "datasets/__init__.py": "from .pairs import PairSet as pairs\nfrom .triples import TripleSet as triples\n",
+        "datasets/pairs.py": "class PairSet:\n    def score(self, net):\n        open('out.json', 'w').write('{}')\n",
+        "datasets/triples.py": "class TripleSet:\n    def other(self):\n        pass\n",
+    }
+    files = project.index(sources)
+    assert files["train.py"].picked["valid"] == (("datasets/pairs.py", "PairSet"), ("datasets/triples.py", "TripleSet"))
+    called = project.called_elsewhere({p: t.encode() for p, t in sources.items()}, files)
+    assert called["datasets/pairs.py"] == ("PairSet.score",)
+    assert "datasets/triples.py" not in called
+    assert called["models.py"] == ("Net", "Net.forward")
