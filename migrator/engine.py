@@ -286,7 +286,7 @@ def migrate_verified(
         return _lint(module, path, config, rules, source)
     outcome = migrate_module(module, path, config, rules, source=source)
     if outcome.code == source:
-        return _not_silent(outcome, path, source, config.run_callers, _drives(config, source))
+        return _not_silent(outcome, path, source, config.run_callers, _drives(config, source), _entering(config))
     verify(outcome.code, path)
     from migrator.verify import verify as verify_migration  # pyflakes loads only when needed
     from migrator.verify.distribution import OTHER_ENGINE
@@ -305,7 +305,7 @@ def migrate_verified(
         notes = tuple(_refusal(path, p) for p in problems)  # at the original's lines, like fixed findings
         written = replace(outcome, findings=outcome.findings + notes) if notes else outcome
         # edits beside the training only (a type test) written: the training they sit beside is still named
-        return _not_silent(written, path, source, config.run_callers, _drives(config, source))
+        return _not_silent(written, path, source, config.run_callers, _drives(config, source), _entering(config))
     whole = [p for p in problems if p.blocking and p.message.startswith(OTHER_ENGINE)]
     if whole:  # left whole: advice on converting it (prepare this, drop that wrap) would contradict the refusal
         return EngineOutcome(module, tuple(_refusal(path, p) for p in whole), code=source)
@@ -313,7 +313,7 @@ def migrate_verified(
     kept = tuple(replace(f, fixable=False, unsafe_fix=False) for f in lint.findings) + _attempted_only(outcome, lint)
     refusals = tuple(_refusal(path, p) for p in [*problems, *_unsafe_to_write(lint)] if p.blocking or p.code in _TRUE_UNWRITTEN)
     # edits beside the training only (a type test, a folder) refused: the training they sit beside is still named
-    named = _not_silent(replace(lint, findings=kept), path, source, config.run_callers, _drives(config, source)).findings
+    named = _not_silent(replace(lint, findings=kept), path, source, config.run_callers, _drives(config, source), _entering(config)).findings
     # a move AM953 says to keep is not also one to drop (AM101 at the same place: reader R2, 29th session)
     kept_moves = {(r.start.line, r.start.col) for r in refusals if r.code == "AM953"}
     named = tuple(f for f in named if not (f.code == "AM101" and (f.start.line, f.start.col) in kept_moves))
@@ -386,7 +386,7 @@ def _lint(module: cst.Module, path: str, config: Config, rules: Sequence[type[Ru
     does (none fixable, with the reasons it is left as written)."""
     outcome = migrate_module(module, path, config, rules, source=source)
     if not any(f.fixable for f in outcome.findings):
-        return _not_silent(outcome, path, source, config.run_callers, _drives(config, source))
+        return _not_silent(outcome, path, source, config.run_callers, _drives(config, source), _entering(config))
     written = migrate_verified(module, path, replace(config, fix=True), rules, source)
     refused = written.code == source and any(is_refusal(f.code) for f in written.findings)
     return replace(written, code=outcome.code) if refused else outcome
@@ -460,6 +460,11 @@ def _drives(config: Config, source: str) -> tuple:
     return tuple(d for d in config.project_drives if d[4] not in entering or d[1] in looped)
 
 
+def _entering(config: Config) -> frozenset[str]:
+    """The classes and functions of the run that create the Accelerator themselves."""
+    return frozenset(spelling.rpartition(".")[2] for spelling in config.project_enters)
+
+
 def _lines_in_loops(source: str) -> set[int]:
     """The lines of calls in the body of a for loop over batches: anything but a counter
     (`for epoch in range(n): trainer.train(epoch)` hands the class no batch)."""
@@ -483,9 +488,11 @@ def _counts(source: ast.AST | None) -> bool:
 
 def _not_silent(
     outcome: EngineOutcome, path: str, source: str, called: frozenset[str] = frozenset(), drives: tuple = (),
+    entering: frozenset[str] = frozenset(),
 ) -> EngineOutcome:
     """A file that trains by hand, or drives the training of another file of the run
-    (`drives`: Config.project_drives), and got no edit and no finding is reported (AM916);
+    (`drives`: Config.project_drives; `entering`: those that create their own Accelerator),
+    and got no edit and no finding is reported (AM916);
     `called`: its names other files of the run call (its set-up is there, not missing).
     Findings on code other files call (a wrap, a device: RUN_CALLS_IT) do not name a
     set-up the file builds itself: a wrap it builds an optimizer for is still named."""
@@ -500,7 +507,7 @@ def _not_silent(
             return replace(outcome, findings=outcome.findings + tuple(_refusal(path, p) for p in problems))
     trains_here = "backward" in source or "step(" in source or "clip_grad" in source or "DataParallel" in source
     problems = silent_training(source, called) if trains_here else []
-    problems = problems or driven_training(source, drives, path)
+    problems = problems or driven_training(source, drives, path, entering)
     found = tuple(_refusal(path, p) for p in problems)
     if outcome.findings and found:  # the findings there are said no word of the training
         found = tuple(replace(f, message=f.message.replace("nothing here was migrated or reported", "nothing here was migrated")) for f in found)
@@ -510,11 +517,14 @@ def _not_silent(
 # Findings on what every process writes (a checkpoint, a file, a folder, a log, a print), on code
 # other files call, on how long a driving loop runs (an early stop), on a split each
 # process draws (AM227), on a test for DataParallel (AM229) or on a freeze while training
-# (AM230), on a prompt every process reaches (AM523), say nothing of the set-up the training
+# (AM230), on a prompt every process reaches (AM523), on data no process splits (AM218: a loop
+# over an object keeping its DataLoader inside), say nothing of the set-up the training
 # needs: beside them only, a file that trains or drives training without its set-up is still
 # named (AM916). So does AM001 where it only asks for the Accelerator before the model is built
 # (it names no driven training, nor why that was not migrated).
-_SIDE_EFFECTS = frozenset({"AM510", "AM511", "AM517", "AM518", "AM519", "AM520", "AM523", "AM915", "AM227", "AM229", "AM230", "AM231"})
+_SIDE_EFFECTS = frozenset({
+    "AM510", "AM511", "AM517", "AM518", "AM519", "AM520", "AM523", "AM915", "AM218", "AM227", "AM229", "AM230", "AM231",
+})
 
 
 def _beside_training(finding: Finding) -> bool:

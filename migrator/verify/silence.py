@@ -68,12 +68,14 @@ def _wrapped_for_training(program: Program, text: str, reported: bool = False) -
             return
 
 
-def driven_training(text: str, drives: tuple[tuple, ...], path: str = "") -> list[Problem]:
+def driven_training(text: str, drives: tuple[tuple, ...], path: str = "", entering: frozenset[str] = frozenset()) -> list[Problem]:
     """The calls by which an unmigrated file runs the training of another file of the run
     (`trainer.train_step(...)` of a FasterRCNNTrainer whose methods call backward):
     project/drives.py. The first one is named, once per function or class. The other file
     is named from the folder the two share (trainer/trainer.py for base/base_trainer.py);
-    when the run only read it, its findings show in a run given both files."""
+    when the run only read it, its findings show in a run given both files. A class that
+    creates its own Accelerator (`entering`), fed batch by batch from a loader of this file,
+    is migrated alone: the loader is what this file must prepare, with that Accelerator."""
     program = Program.parse(text)
     if program is None or program.prepares or _has_accelerator(program):
         return []
@@ -89,6 +91,11 @@ def driven_training(text: str, drives: tuple[tuple, ...], path: str = "") -> lis
         whose = f"the model `{name}` returns" if name.endswith("()") else f"`{name}`"
         findings_of = f"the classes `{name}` returns" if name.endswith("()") else where
         loader = _drawn_from(program, line)
+        if name in entering:
+            fed = loader or _iterated_at(program, line)
+            if fed:
+                out.append(Problem(CODE, line, col, _fed_unprepared(spelling, name, where, fed, known=bool(loader))))
+            continue
         each = "them all" if loader and "`, `" in loader else "it"
         batches = f"; the loop here draws its batches from `{loader}`: prepare {each} with them" if loader else ""
         drawn = {last(n) for n in (loader or "").split("`, `")}
@@ -114,6 +121,26 @@ def driven_training(text: str, drives: tuple[tuple, ...], path: str = "") -> lis
             f"but nothing here was migrated or reported: {why}{batches}",
         ))
     return out[:_LIMIT]
+
+
+def _fed_unprepared(spelling: str, name: str, where: str, loader: str, known: bool) -> str:
+    """The loop feeding a class that creates its own Accelerator: its loader is this file's."""
+    it = "them" if "`, `" in loader else "it"
+    what = f"`{loader}`" if known else f"`{loader}` (the DataLoader it is, or holds)"
+    return (
+        f"`{spelling}(...)` runs the training of `{name}` ({where}), which creates its own Accelerator, but the loop "
+        f"here draws its batches from `{loader}`, which nothing prepares: every process reads all of {it}, each in "
+        f"its own order if shuffled; prepare {what} with the Accelerator `{name}` holds, before the loop"
+    )
+
+
+def _iterated_at(program: Program, line: int) -> str | None:
+    """What the innermost `for` around the call on `line` iterates, by name, whatever it is."""
+    loops = [
+        n for n in ast.walk(program.tree)
+        if isinstance(n, (ast.For, ast.AsyncFor)) and n.lineno <= line <= (n.end_lineno or n.lineno)
+    ]
+    return iterated(max(loops, key=lambda n: n.lineno).iter) if loops else None
 
 
 def _drawn_from(program: Program, line: int) -> str | None:

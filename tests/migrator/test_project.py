@@ -2068,6 +2068,8 @@ def test_a_loop_driving_a_class_that_builds_its_own_set_up_is_named(tmp_path, dr
     assert bool(driven) is named, alone.findings
     # named by the method that takes the backward, not one that only steps a scheduler
     assert all(m.startswith("`trainer.train_step(...)`") for m in driven), driven
+    # the class migrates alone, with its own Accelerator: what is left is the loop's data
+    assert all("which creates its own Accelerator" in m and "prepare `batches` (the DataLoader it is" in m for m in driven), driven
 
 
 def test_a_file_handing_a_training_object_to_another_files_loop_is_never_passed_in_silence(tmp_path) -> None:
