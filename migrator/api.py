@@ -229,6 +229,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_sharded_loaders": (b"DistributedSampler",), "project_sharded_params": (b"DistributedSampler",), "project_sharding_readers": (b"DistributedSampler",), "project_gathering_readers": (b"DistributedSampler",), "project_dir_makers": (b"mkdir", b"makedirs"),
         "project_output_writers": (b"save", b"open("),
         "project_wrapped_loaders": (b"__iter__",), "project_hand_wrapped": (b"DataParallel",),
+        "project_main_flags": (b"rank", b"is_main", b"is_master"),
         "project_savers": (b".save(",), "project_file_keepers": (b"open(",), "project_batch_params": (b".numpy()",), "project_unpassed": (b"=None", b"= None"), "project_splits": (b"shuffle", b"perm", b"sample"), "project_freezers": (b"requires_grad",),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
@@ -258,7 +259,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_savers": project.saver_calls, "project_batch_params": project.batch_params,
         "project_file_keepers": project.file_keeper_calls, "project_unpassed": project.unpassed_params,
         "project_splits": project.split_helper_calls, "project_freezers": project.freezer_calls,
-        "project_hand_wrapped": project.hand_wrapped_attributes,
+        "project_hand_wrapped": project.hand_wrapped_attributes, "project_main_flags": project.main_flags,
     }
     # who calls a file's functions counts only for callers that run under the launcher: a
     # file the run only reads may be a tool of its own (a search script starting runs)

@@ -56,6 +56,9 @@ class Config:
     # attributes of own classes (or of classes of other files built on them) bound to a model a function of
     # the run returns wrapped in DataParallel: (attribute, where the wrap is) (project/hand_wrapped.py)
     project_hand_wrapped: tuple[tuple[str, str], ...] = ()
+    # attributes of own classes kept from a parameter every call of the run hands a main-process test
+    # (`self.save_to_disk`, from `save_to_disk = dist_util.get_rank() == 0`) (project/main_flags.py)
+    project_main_flags: tuple[str, ...] = ()
     project_module_readers: tuple[str, ...] = ()  # calls of other files' code reading `.module` of a model handed to it (project/module_readers.py)
     project_sharded_params: tuple[str, ...] = ()  # own parameters callers hand a loader a builder of the run shards (project/sharded_loaders.py)
     project_sharded_loaders: tuple[str, ...] = ()  # calls of other files' functions returning loaders a DistributedSampler shards (project/sharded_loaders.py)

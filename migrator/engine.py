@@ -108,7 +108,7 @@ def _run_rules(
         meter_calls=frozenset(config.project_meters), called_elsewhere=frozenset(config.project_called),
         iterators=frozenset(config.project_iterators),
         training_calls=frozenset(config.project_calls) | frozenset(config.project_refused) | _handed_training(config),
-        sharded_calls=frozenset(config.project_sharded_loaders),
+        sharded_calls=frozenset(config.project_sharded_loaders), main_flags=frozenset(config.project_main_flags),
     )
     ctx = RuleContext(config, path)
     _dispatch(analysis, [rule(analysis, ctx) for rule in rules])

@@ -232,6 +232,7 @@ def analyze(
     argument_roles: dict[str, dict[str, str]] | None = None, meter_calls: frozenset[str] = frozenset(),
     called_elsewhere: frozenset[str] = frozenset(), iterators: frozenset[str] = frozenset(),
     training_calls: frozenset[str] = frozenset(), sharded_calls: frozenset[str] = frozenset(),
+    main_flags: frozenset[str] = frozenset(),
 ) -> ScriptAnalysis:
     """Compute the analysis of `wrapper.module` (built with unsafe_skip_copy).
     `batch_stepped`: schedulers handed to a function of another file of the run that steps
@@ -287,7 +288,7 @@ def analyze(
     droppable = droppable_moves(facts, roles, moves, prepared, placed, parent)
     surviving = _surviving_uses(facts, dev_vars, moves, droppable)
     main_calls = frozenset(spelling for spelling, (kind, *_) in (distribution_helpers or {}).items() if kind == "is_main_process")
-    branches = ProcessBranches(facts, acc_names, parent, bool(prepare_calls), worker_ranks, main_calls)
+    branches = ProcessBranches(facts, acc_names, parent, bool(prepare_calls), worker_ranks, main_calls, main_flags)
     patterns = find_patterns(
         module, facts, roles, loops_with_backward, frozenset(prepared), parent, branches.audience_of_test,
         frozenset(droppable), block.scope if block is not None else None, unused_models, distribution_helpers,

@@ -159,13 +159,17 @@ class ProcessBranches:
     def __init__(
         self, facts: Facts, accelerator_names: tuple[str, ...], parent: Parent, prepares_models: bool,
         rank_names: set[str] = frozenset(), main_calls: frozenset[str] = frozenset(),
+        main_flags: frozenset[str] = frozenset(),
     ) -> None:
         """`rank_names`: names known to hold the process's index beyond the usual ones (a
         spawned worker's first parameter, `gpu`); `main_calls`: calls of the project's own
-        helpers true on the main process only (`dist.is_primary()`, project/dist_helpers.py)."""
+        helpers true on the main process only (`dist.is_primary()`, project/dist_helpers.py);
+        `main_flags`: attributes the run's callers set to such a test (`self.save_to_disk`,
+        project/main_flags.py)."""
         self._facts = facts
         self._extra_ranks = set(rank_names)
         self._main_calls = main_calls
+        self._main_flags = main_flags
         self._imports = facts.imports
         self._accelerators = accelerator_names
         self._parent = parent
@@ -185,7 +189,7 @@ class ProcessBranches:
             name = dotted_name(test) or ""
             if name in self._aliases:
                 return self._aliases[name]
-            if name.rsplit(".", 1)[-1] in _MAIN_FLAGS:
+            if name.rsplit(".", 1)[-1] in _MAIN_FLAGS or name in self._main_flags:
                 return Audience.MAIN
             return None
         if isinstance(test, cst.Call):

@@ -4957,3 +4957,66 @@ def test_a_method_of_an_object_handed_to_another_files_function_is_code_other_fi
     assert called["datasets/pairs.py"] == ("PairSet.score",)
     assert "datasets/triples.py" not in called
     assert called["models.py"] == ("Net", "Net.forward")
+
+
+@pytest.mark.parametrize("flag, written_once", [
+    ("torch.distributed.get_rank() == 0", True),
+    ("args.local_rank in [-1, 0]", True),
+    ("True", False),
+])
+def test_a_save_behind_a_flag_every_caller_sets_to_a_main_process_test_runs_once(tmp_path, flag, written_once) -> None:
+    """lufficc/SSD's CheckPointer: `save_to_disk = dist_util.get_rank() == 0` in train.py,
+    handed to the class, and `if not self.save_to_disk: return` before its torch.save. The
+    class's file cannot tell what the flag means; every call of it in the run says it. A
+    call that leaves the flag out (default None) saves nothing at all."""
+    train = textwrap.dedent(f'''\
+        import argparse
+
+        import torch
+
+        import engine
+        from saver import Saver
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--local_rank", type=int, default=-1)
+        args = parser.parse_args()
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randn(8, 1)), batch_size=4)
+        to_disk = {flag}
+        saver = Saver(model, "out", to_disk)
+        engine.fit(model, optimizer, loader, saver)
+    ''')
+    fit = textwrap.dedent('''\
+        import torch
+
+
+        def fit(model, optimizer, loader, saver):
+            for x, y in loader:
+                optimizer.zero_grad()
+                torch.nn.functional.mse_loss(model(x), y).backward()
+                optimizer.step()
+            saver.save("last")
+    ''')
+    saver = textwrap.dedent('''\
+        import os
+
+        import torch
+
+
+        class Saver:
+            def __init__(self, model, folder, to_disk=None):
+                self.model = model
+                self.folder = folder
+                self.to_disk = to_disk
+
+            def save(self, name):
+                if not self.to_disk:
+                    return
+                torch.save(self.model.state_dict(), os.path.join(self.folder, name + ".pt"))
+    ''')
+    viewer = "from saver import Saver\nimport torch\n\nSaver(torch.nn.Linear(4, 1), 'out').save('view')\n"
+    root = _project(tmp_path, **{"train.py": train, "engine.py": fit, "saver.py": saver, "viewer.py": viewer})
+    results = _results([os.path.join(root, name) for name in ("train.py", "engine.py", "saver.py")])
+    named = [f.code for f in results["saver.py"].findings]
+    assert ("AM510" not in named) is written_once, results["saver.py"].findings
