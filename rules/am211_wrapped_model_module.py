@@ -159,8 +159,25 @@ class WrappedModelModule(Rule):
             where = self._held_wrap(access, name, held) if name else None
             if where is None or not run_by_other_files(analysis, access, config.run_callers, config.project_unpassed):
                 continue
-            note = f" ({RUN_CALLS_IT}; AM210 asks for the wrap at {where} to go, and this read goes with it)"
-            self.report(access, subject=f"`{name}.module`", remedy=f"read `{name}` itself once the wrap goes", note=note)
+            note = f" ({RUN_CALLS_IT}; AM210 asks for the wrap at {where} to go, and this read goes with it{self._compiled()})"
+            remedy = (
+                f"once the wrap goes, read `accelerator.unwrap_model({name})` (the Accelerator handed in): the run prepares "
+                "the model, a DistributedDataParallel wrapper on N processes"
+            )
+            self.report(access, subject=f"`{name}.module`", remedy=remedy, note=note)
+
+    def _compiled(self) -> str:
+        """`torch.compile` in this file (CycleGAN's BaseModel.setup compiles each net): the
+        wrap's `.module` reached through the compiled module; without the wrap, the state
+        dict of the compiled one has `_orig_mod.` keys, which a plain model does not load."""
+        calls = [c for c in self.analysis.facts.calls if c.qualified == "torch.compile"]
+        if not calls:
+            return ""
+        line = self.analysis.position(calls[0].node).start.line
+        return (
+            f"; the models are compiled too (line {line}): save `getattr(m, '_orig_mod', m)` of the unwrapped model `m`, "
+            "or the saved keys gain `_orig_mod.`"
+        )
 
     def _held_wrap(self, access: cst.CSTNode, name: str, held: dict[str, str]) -> str | None:
         """Where the wrap is of the model `name` holds: `self.netG` itself, or a name bound in

@@ -43,6 +43,9 @@ class DirectoryCreatedOnEveryProcess(Rule):
     that way (`create_dirs([...])`, a class whose `__init__` calls one) is reported where
     this file calls it, with where the creation is; where that helper clears the folder
     with `shutil.rmtree` first, the call is told to run on the main process, then wait.
+    A call in a `try` whose `except OSError:` does more than pass (removes the last run's
+    files from the folder) is reported for what that block does: every process that finds
+    the folder there runs it, on files the others may have opened.
 
     ## Why is this bad?
     Under `accel-launch` every process runs the script. All of them can find the
@@ -84,7 +87,7 @@ class DirectoryCreatedOnEveryProcess(Rule):
 
     code = "AM518"
     name = "directory-created-on-every-process"
-    message = "`{call}` runs on every process: one that finds {path} missing and creates it after another did fails with FileExistsError{note}"
+    message = "`{call}` runs on every process: {outcome}{note}"
     fix_title = "Pass `exist_ok=True`"
     fix = FixAvailability.SOMETIMES
     examples = (
@@ -132,7 +135,11 @@ class DirectoryCreatedOnEveryProcess(Rule):
             text = cst.Module([]).code_for_node(path).strip()
             if any(word in text for word in ("rank", "process_index")) or self._skipped(call):
                 continue
-            fields = {"call": f"{dotted_name(call.func)}()", "path": f"`{text}`" if len(text) <= 40 else "`it`"}
+            fields = {"call": f"{dotted_name(call.func)}()", "outcome": _race(f"`{text}`" if len(text) <= 40 else "`it`")}
+            handler = self._handled_otherwise(call)
+            if handler is not None:
+                self._report_handled(call, handler, fields["call"], f"`{text}`" if len(text) <= 40 else "the folder")
+                continue
             if self._cleared_first(call, text):
                 self.report(call, note=self._cleared_note(call), **fields)
             elif qualified == "os.makedirs" and self._checked_first(call, text):
@@ -179,7 +186,7 @@ class DirectoryCreatedOnEveryProcess(Rule):
                     " longer than the process group's timeout (10 minutes with NCCL), launch with"
                     " `accel-launch --process-group-timeout SECONDS`)"
                 )
-            self.report(call, note=note, call=f"{dotted_name(call.func)}()", path=shown)
+            self.report(call, note=note, call=f"{dotted_name(call.func)}()", outcome=_race(shown))
 
     def _cleared_first(self, call: cst.Call, path: str) -> bool:
         """`shutil.rmtree(path)` above, in the same function: a fresh folder each run
@@ -232,7 +239,7 @@ class DirectoryCreatedOnEveryProcess(Rule):
             return
         if self._checked_first(call, receiver):
             shown = receiver if len(receiver) <= 40 else "it"
-            self.report(call, edits=[replace(call, _with_exist_ok(call))], note="", call=f"{shown}.mkdir()", path=f"`{shown}`")
+            self.report(call, edits=[replace(call, _with_exist_ok(call))], note="", call=f"{shown}.mkdir()", outcome=_race(f"`{shown}`"))
 
     def _sometimes_exist_ok(self, call: cst.Call) -> None:
         """`save_dir.mkdir(parents=True, exist_ok=exist_ok)` (pytorch-template's ConfigParser,
@@ -258,7 +265,7 @@ class DirectoryCreatedOnEveryProcess(Rule):
             f"main process only, then let the others wait for it{when})"
         )
         name = f"{shown}.mkdir()" if call.func.attr.value == "mkdir" else f"{dotted_name(call.func)}()"  # type: ignore[attr-defined]
-        self.report(call, note=note, call=name, path=f"`{shown}`")
+        self.report(call, note=note, call=name, outcome=_race(f"`{shown}`"))
 
     def _clock_in_function(self, call: cst.Call) -> str | None:
         """`datetime.now` (or `time.strftime`, `time.time`) called in the function around
@@ -303,6 +310,35 @@ class DirectoryCreatedOnEveryProcess(Rule):
             current = analysis.parent(current)
         return False
 
+    def _handled_otherwise(self, call: cst.Call) -> cst.ExceptHandler | None:
+        """The handler of a `try` around the call that catches an existing directory and
+        then does more than let it pass (a2c-ppo-acktr's cleanup_log_dir: `except OSError:`
+        removes the `*.monitor.csv` files in it)."""
+        analysis = self.analysis
+        child, current = call, analysis.parent(call)
+        while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+            if isinstance(current, cst.Try) and child is current.body:
+                return next((h for h in current.handlers if _tolerates(h) and not _catches(h) and not _stops(h)), None)
+            child, current = current, analysis.parent(current)
+        return None
+
+    def _report_handled(self, call: cst.Call, handler: cst.ExceptHandler, shown: str, path: str) -> None:
+        analysis = self.analysis
+        line = analysis.position(handler).start.line
+        kind = f"except {cst.Module([]).code_for_node(handler.type).strip()}" if handler.type is not None else "except"
+        outcome = (
+            f"every process that finds {path} there (each but the first to create it; all of them when it existed"
+            f" before) runs the `{kind}` block (line {line}), on what the others may already be using (files they"
+            " have opened there)"
+        )
+        accelerator = analysis.accelerator_at(call)
+        where = (
+            f"under `if {accelerator}.is_main_process:`, then `{accelerator}.wait_for_everyone()`" if accelerator
+            else f"on one process only {ONE_PROCESS}, and have the others wait for it (a barrier)"
+        )
+        note = f" (left as written: create the folder and run that block {where})"
+        self.report(call, note=note, call=shown, outcome=outcome)
+
     def _checked_first(self, call: cst.Call, path: str) -> bool:
         """Under `if not os.path.exists(path):` (the same path as written), or in the `else`
         of `if os.path.exists(path):`."""
@@ -320,11 +356,31 @@ class DirectoryCreatedOnEveryProcess(Rule):
         return False
 
 
+def _race(path: str) -> str:
+    return f"one that finds {path} missing and creates it after another did fails with FileExistsError"
+
+
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
     """`a and b and c` → [a, b, c]: each must hold for the body to run."""
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
         return _conjuncts(test.left) + _conjuncts(test.right)
     return [test]
+
+
+def _stops(handler: cst.ExceptHandler) -> bool:
+    """The handler raises or exits: the process that loses the race stops there (the
+    `exist_ok=True` case, not a block that goes on with the folder)."""
+    text = cst.Module([]).code_for_node(handler.body)
+    return "raise" in text or "exit(" in text or "quit(" in text
+
+
+def _tolerates(handler: cst.ExceptHandler) -> bool:
+    """The handler catches the error of an existing directory (whatever it then does)."""
+    kinds = handler.type
+    if kinds is None:
+        return True
+    names = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+    return any((dotted_name(n) or "").rsplit(".", 1)[-1] in _TOLERATED for n in names)
 
 
 def _catches(handler: cst.ExceptHandler) -> bool:
