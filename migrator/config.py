@@ -56,6 +56,10 @@ class Config:
     # attributes of own classes (or of classes of other files built on them) bound to a model a function of
     # the run returns wrapped in DataParallel: (attribute, where the wrap is) (project/hand_wrapped.py)
     project_hand_wrapped: tuple[tuple[str, str], ...] = ()
+    # parameters of own functions a caller of another file hands an experiment writer, or a dict holding one:
+    # (function, parameter, key or "", where the writer is made) (project/handed_loggers.py)
+    project_handed_loggers: tuple[tuple[str, str, str, str], ...] = ()
+    project_wrapping_calls: tuple[str, ...] = ()  # calls of other files' functions returning a model wrapped in DataParallel (same)
     # attributes of own classes kept from a parameter every call of the run hands a main-process test
     # (`self.save_to_disk`, from `save_to_disk = dist_util.get_rank() == 0`) (project/main_flags.py)
     project_main_flags: tuple[str, ...] = ()

@@ -299,6 +299,7 @@ def migrate_verified(
         frozenset(config.project_refused), frozenset(config.project_module_readers),
         frozenset(spelling for spelling, kind, *_ in config.project_distribution if kind == "wraps_model"),
         frozenset(config.project_sharded_loaders), frozenset(config.project_sharded_params),
+        frozenset(config.project_wrapping_calls),
     )
     unsafe = any(f.code in _UNSAFE_TO_WRITE for f in outcome.findings)
     if not unsafe and not any(p.blocking for p in problems):
@@ -461,8 +462,10 @@ def _drives(config: Config, source: str) -> tuple:
 
 
 def _entering(config: Config) -> frozenset[str]:
-    """The classes and functions of the run that create the Accelerator themselves."""
-    return frozenset(spelling.rpartition(".")[2] for spelling in config.project_enters)
+    """The classes and functions of the run that create the Accelerator themselves, in a
+    migration that was not left as written (Config.project_refused)."""
+    refused = {spelling.rpartition(".")[2] for spelling in config.project_refused}
+    return frozenset(spelling.rpartition(".")[2] for spelling in config.project_enters) - refused
 
 
 def _lines_in_loops(source: str) -> set[int]:

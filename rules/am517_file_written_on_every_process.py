@@ -428,9 +428,10 @@ class FileWrittenOnEveryProcess(Rule):
             if where is None or self._main_only(call):
                 continue
             accelerator = self.analysis.accelerator_at(call) or "accelerator"
+            unless = ", unless the other processes need what it changes" if "changes in place" in where else ""
             note = (
                 f" (left as written: it writes with {where} among other work, in a file this run only reads; call it"
-                f" on the main process only (`if {accelerator}.is_main_process:`); a prepared model it runs goes in"
+                f" on the main process only (`if {accelerator}.is_main_process:`){unless}; a prepared model it runs goes in"
                 f" unwrapped (`{accelerator}.unwrap_model(...)`): run on one process alone, it would wait for the others)"
             )
             self.report(call, call=f"{dotted_name(call.func)}()", path="files", consequence=_SAME_FILE, note=note)

@@ -64,7 +64,10 @@ class ExperimentLoggerOnEveryProcess(Rule):
     on the other processes; it is reported instead.
 
     A class of another file of the run that keeps such a writer (`self.writer =
-    tf.summary.FileWriter(log_dir)` in its `__init__`, StarGAN's `Logger`) is one too.
+    tf.summary.FileWriter(log_dir)` in its `__init__`, StarGAN's `Logger`) is one too. A
+    writer another file makes and hands to a function here, alone or in a dict
+    (`writer_dict['writer'].add_scalar(...)`), is named at its uses here: made on the main
+    process only as AM520 asks there, they need the same guard.
 
     ## Known limits
     Only a writer bound by an assignment of its own line, to a plain name or to an
@@ -99,6 +102,7 @@ class ExperimentLoggerOnEveryProcess(Rule):
         analysis = self.analysis
         # a launched script driving a model object of the run (`trainer.gen_update(...)`) runs on every process
         driving = bool(self.ctx.config.project_drives) and not analysis.accelerator_names
+        self._handed_writers()
         if not analysis.migrating and not driving:
             self._in_code_the_run_calls()
             return
@@ -126,6 +130,52 @@ class ExperimentLoggerOnEveryProcess(Rule):
             if run_by_other_files(analysis, fact.node, config.run_callers, config.project_unpassed):
                 shown = f"{cst.Module([]).code_for_node(fact.node.func)}(...)"
                 self.report(fact.node, call=shown, note=f" ({RUN_CALLS_IT}, and this file gets no Accelerator: create it on the main process only and guard what logs to it)")
+
+    def _handed_writers(self) -> None:
+        """human-pose-estimation's `validate(..., writer_dict)`: `writer =
+        writer_dict['writer']`, then `writer.add_scalar(...)`, of the SummaryWriter train.py
+        makes (project/handed_loggers.py). AM520 there asks for the writer to be made on the
+        main process only and its uses guarded: these are its uses."""
+        analysis = self.analysis
+        for name, param, key, where in self.ctx.config.project_handed_loggers:
+            function = next((f for f in analysis.facts.functions.get(name, ()) if id(f) not in analysis.facts.method_of), None)
+            uses = [u for u in self._writer_uses(function, param, key) if not self._main_only(u)] if function else []
+            if not uses:
+                continue
+            held = f"`{param}[{key!r}]`" if key else f"`{param}`"
+            lines = sorted({analysis.position(u).start.line for u in uses})
+            shown = ", ".join(str(n) for n in lines[:6]) + (", ..." if len(lines) > 6 else "")
+            note = (
+                f" ({RUN_CALLS_IT}: {held} is the writer {where} makes on every process (AM520 there); made on the main "
+                f"process only, its uses here (line{'s' if len(lines) > 1 else ''} {shown}) need the same guard, or the "
+                "other processes fail on them)"
+            )
+            self.report(uses[0], call=f"{cst.Module([]).code_for_node(uses[0].func)}(...)", note=note)
+
+    def _writer_uses(self, function: cst.FunctionDef, param: str, key: str) -> list[cst.Call]:
+        """Method calls in `function` on the writer `param` holds (itself, or its item
+        `key`), directly or through a name bound to it."""
+        analysis = self.analysis
+
+        def holds(node: cst.BaseExpression) -> bool:
+            if not key:
+                return isinstance(node, cst.Name) and node.value == param
+            return (
+                isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == param
+                and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)
+                and isinstance(node.slice[0].slice.value, cst.SimpleString) and node.slice[0].slice.value.evaluated_value == key
+            )
+
+        aliases = {
+            b.name for b in analysis.facts.bindings
+            if b.value is not None and holds(b.value) and analysis.branches.function_of(b.target) is function
+        }
+        out = []
+        for call in analysis.nodes_under(function, "Call"):
+            receiver = call.func.value if isinstance(call.func, cst.Attribute) else None
+            if receiver is not None and (holds(receiver) or isinstance(receiver, cst.Name) and receiver.value in aliases):
+                out.append(call)
+        return out
 
     def _writer(self, call: cst.Call, shown: str) -> None:
         analysis = self.analysis

@@ -14,7 +14,8 @@ class MigrationKeepsDistribution(Rule):
     Accelerator: a `DistributedDataParallel` or `DataParallel` wrap, a
     `DistributedSampler`, `init_process_group`, collectives called by hand
     (`dist.all_reduce(...)`, a meter's `all_reduce()`), or one object prepared under two
-    names. (`nn.SyncBatchNorm.convert_sync_batchnorm(model)` is kept: SyncBatchNorm works
+    names, or a model another file of the run hands back wrapped in DataParallel
+    (`networks.define_G(...)`: its wrap goes first). (`nn.SyncBatchNorm.convert_sync_batchnorm(model)` is kept: SyncBatchNorm works
     under the DDP wrap prepare() makes, and the Accelerator does not convert BatchNorm.)
 
     ## Why is this bad?

@@ -47,6 +47,18 @@ def hand_wrapped_attributes(sources: dict[str, bytes], files: dict[str, FileInde
     return {path: tuple(sorted(found)) for path, found in out.items()}
 
 
+def wrapping_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
+    """For each file: its calls of other files' functions that return a model they wrap in
+    DataParallel (`networks.define_G(...)`): prepared as they come, a DataParallel would run
+    inside the DDP wrap (AM955 leaves such a migration as written)."""
+    wrapping = _wrapping_functions(sources, files)
+    out = {
+        path: tuple(sorted({c.spelling for c in f.calls if c.target in wrapping and c.target[0] != path}))
+        for path, f in files.items()
+    }
+    return {path: calls for path, calls in out.items() if calls}
+
+
 def _wrapping_functions(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[tuple[str, str], str]:
     """(file, function) → "file:line" of the wrap, for the run's top-level functions that
     return a model they wrap in DataParallel (`net = torch.nn.DataParallel(net, gpu_ids)`,

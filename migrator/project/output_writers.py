@@ -50,15 +50,17 @@ def output_writer_calls(
     for path, tree, _ in trees_mentioning(sources, files, (b"save", b"open(", b"backward", b"step(", b"distributed")):
         module = ModuleWriters(tree)
         for node in tree.body:
-            if isinstance(node, ast.FunctionDef) and _keeps_to_itself(node, module):
+            if isinstance(node, ast.FunctionDef) and _keeps_to_itself(node, module, items=True):
                 bodies[(path, node.name)] = (node, module)
             elif isinstance(node, ast.FunctionDef) and _trains(node, module):
                 trainers.add((path, node.name))
-    writes: dict[tuple[str, str], tuple[str, str, int]] = {}  # (file, name) -> (write, its file, line)
+    # (file, name) -> (write, its file, line, (file, line) of an item it changes in what it is handed, or None)
+    writes: dict[tuple[str, str], tuple] = {}
     for key, (node, module) in bodies.items():
         found = _write(node, module)
         if found is not None:
-            writes[key] = (found[0], key[0], found[1])
+            changed = _item_changed(node)
+            writes[key] = (found[0], key[0], found[1], (key[0], changed) if changed else None)
     for _ in range(3):  # through the run's own calls: debug_image → translate_and_reconstruct → save_image
         for (path, name), (node, _) in bodies.items():
             if (path, name) in writes:
@@ -68,7 +70,8 @@ def output_writer_calls(
                 spelling = chain(call.func) or ""
                 target = (path, spelling) if (path, spelling) in bodies else targets.get(spelling)
                 if target in writes and target != (path, name):
-                    writes[(path, name)] = writes[target]
+                    changed = _item_changed(node)
+                    writes[(path, name)] = (*writes[target][:3], (path, changed) if changed else writes[target][3])
                     break
     out: dict[str, set[tuple[str, str]]] = {}
     for path, f in files.items():
@@ -81,16 +84,22 @@ def output_writer_calls(
             node, module = bodies[target]
             if _calls_any(node, target[0], files, trainers) or only_writes(node, module) is not None:
                 continue  # trains through another of the run's functions, or only writes (project/writers.py)
-            write, where, line = writes[target]
+            write, where, line, changed = writes[target]
             shown = os.path.relpath(where, os.path.dirname(path) or ".").replace(os.sep, "/")
-            out.setdefault(path, set()).add((call.spelling, f"`{write}` ({shown}:{line})"))
+            also = ""
+            if changed is not None:
+                place = os.path.relpath(changed[0], os.path.dirname(path) or ".").replace(os.sep, "/")
+                also = f" and changes in place an array it is handed ({place}:{changed[1]})"
+            out.setdefault(path, set()).add((call.spelling, f"`{write}` ({shown}:{line}){also}"))
     return {path: tuple(sorted(calls)) for path, calls in out.items()}
 
 
-def _keeps_to_itself(function: ast.FunctionDef, module: ModuleWriters) -> bool:
+def _keeps_to_itself(function: ast.FunctionDef, module: ModuleWriters, items: bool = False) -> bool:
     """Returns nothing, sets nothing but its own names, and neither trains nor talks to
     the other processes: on the main process alone it changes nothing the others need,
-    and waits for none of them."""
+    and waits for none of them. With `items`, items of arrays it is handed may change
+    (human-pose-estimation's save_batch_image_with_joints shifts `joint[0]` to draw it):
+    told at the call (`_item_changed`)."""
     for node in ast.walk(function):
         if isinstance(node, (ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal, ast.Await)):
             return False
@@ -98,11 +107,26 @@ def _keeps_to_itself(function: ast.FunctionDef, module: ModuleWriters) -> bool:
             return False
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if not all(isinstance(n, ast.Name) for t in targets for n in elements(t)):
+            if not all(isinstance(n, ast.Name) or items and _item_of_a_name(n) for t in targets for n in elements(t)):
                 return False
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _changes(node.func, function):
             return False
     return not _trains(function, module)
+
+
+def _item_of_a_name(target: ast.expr) -> bool:
+    """`joint[0]`, `grid[y, x]`: an item of something a name holds."""
+    return isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+
+
+def _item_changed(function: ast.FunctionDef) -> int:
+    """The line of the first item the function sets (0: none)."""
+    for node in ast.walk(function):
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(_item_of_a_name(n) for t in targets for n in elements(t)):
+                return node.lineno
+    return 0
 
 
 def _changes(method: ast.Attribute, function: ast.FunctionDef) -> bool:

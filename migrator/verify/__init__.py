@@ -27,6 +27,7 @@ def verify(
     called_unthreaded: frozenset[str] = frozenset(), refused_trainers: frozenset[str] = frozenset(),
     module_readers: frozenset[str] = frozenset(), model_wrappers: frozenset[str] = frozenset(),
     sharded_loaders: frozenset[str] = frozenset(), sharded_params: frozenset[str] = frozenset(),
+    wrapped_models: frozenset[str] = frozenset(),
 ) -> list[Problem]:
     """The reasons `after` is not a coherent migration of `before` (no blocking one:
     write it, with the non-blocking ones as findings). `called_elsewhere`: names of this
@@ -37,10 +38,11 @@ def verify(
     other files' code that reads `.module` of a model it is handed; `model_wrappers`: calls
     of other files' helpers that wrap the model they are handed; `sharded_loaders`: calls of
     other files' functions returning loaders a DistributedSampler shards; `sharded_params`:
-    parameters of this file's functions that callers hand such a loader (Pair)."""
+    parameters of this file's functions that callers hand such a loader; `wrapped_models`:
+    calls of other files' functions returning a model they wrap in DataParallel (Pair)."""
     pair = Pair.of(
         before, after, called_elsewhere, placing, called_unthreaded, refused_trainers, module_readers, model_wrappers,
-        sharded_loaders, sharded_params,
+        sharded_loaders, sharded_params, wrapped_models,
     )
     if pair is None:  # LibCST accepted what ast rejects (or the reverse): nothing to say
         return []

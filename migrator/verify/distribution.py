@@ -216,6 +216,14 @@ def _left_running(pair: Pair) -> Iterator[Problem]:
                 blocking=False,
             )
             continue
+        if callee in pair.wrapped_models:
+            yield pair.at_after(
+                CODE, call,
+                f"left as written: `{callee}(...)` hands back a model another file of the run wraps in DataParallel "
+                "(AM210 there asks for that wrap to go); prepared as it comes, each process would run a DataParallel "
+                "inside the DDP wrap: remove that wrap, then migrate",
+            )
+            continue
         if callee in pair.model_wrappers:
             yield pair.at_after(
                 CODE, call,

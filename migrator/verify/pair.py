@@ -52,6 +52,9 @@ class Pair:
     # parameters of this file's functions that callers in other files hand such a loader
     # (project/sharded_loaders.py: Config.project_sharded_params)
     sharded_params: frozenset[str] = frozenset()
+    # calls of other files' functions returning a model they wrap in DataParallel
+    # (project/hand_wrapped.py: Config.project_wrapping_calls)
+    wrapped_models: frozenset[str] = frozenset()
 
     @classmethod
     def of(
@@ -59,14 +62,14 @@ class Pair:
         placing: frozenset[str] = frozenset(), called_unthreaded: frozenset[str] = frozenset(),
         refused_trainers: frozenset[str] = frozenset(), module_readers: frozenset[str] = frozenset(),
         model_wrappers: frozenset[str] = frozenset(), sharded_loaders: frozenset[str] = frozenset(),
-        sharded_params: frozenset[str] = frozenset(),
+        sharded_params: frozenset[str] = frozenset(), wrapped_models: frozenset[str] = frozenset(),
     ) -> "Pair | None":
         before, after = Program.parse(before_text), Program.parse(after_text)
         if before is None or after is None:
             return None
         return cls(
             before_text, after_text, before, after, called_elsewhere, placing, called_unthreaded, refused_trainers, module_readers,
-            model_wrappers, sharded_loaders, sharded_params,
+            model_wrappers, sharded_loaders, sharded_params, wrapped_models,
         )
 
     @functools.cached_property

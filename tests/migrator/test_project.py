@@ -3038,6 +3038,12 @@ def test_a_helper_the_run_only_reads_that_writes_among_other_work_is_named_at_th
             out = model(x)
             if rank == 0:
                 save_grid(out, "one.png")
+
+
+        def debug_drawn(points, step):
+            for point in points:
+                point[0] = point[0] + 1
+            save_grid(points, f"drawn_{step}.png")
     ''')
     train = textwrap.dedent('''\
         import torch
@@ -3053,12 +3059,17 @@ def test_a_helper_the_run_only_reads_that_writes_among_other_work_is_named_at_th
             samples.debug_and_step(model, x, optimizer)
             samples.debug_and_return(model, x)
             samples.debug_on_one(model, x, 0)
+            samples.debug_drawn(x, step)
     ''')
     root = _project(tmp_path, **{"train.py": train, "samples.py": samples})
     alone = _cli(root, "train.py", "--lint")
     named = [line for line in alone.stdout.splitlines() if "AM517" in line and "among other work" in line]
-    assert [line.split(" ")[0] for line in named] == ["train.py:10:5:"], alone.stdout + alone.stderr
+    assert [line.split(" ")[0] for line in named] == ["train.py:10:5:", "train.py:14:5:"], alone.stdout + alone.stderr
     assert "`vutils.save_image(...)` (samples.py:6)" in named[0] and "unwrap_model" in named[0]
+    # it also shifts the points it is handed: on the main process alone, the others would not
+    assert "changes in place" not in named[0] and "unless the other processes need" not in named[0]
+    assert "and changes in place an array it is handed (samples.py:36)" in named[1], named[1]
+    assert "unless the other processes need what it changes" in named[1]
     both = _cli(root, "train.py", "samples.py", "--lint")
     assert not [line for line in both.stdout.splitlines() if "among other work" in line], both.stdout
     assert "samples.py:6:5: AM517" in both.stdout, both.stdout
