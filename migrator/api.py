@@ -229,7 +229,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_sharded_loaders": (b"DistributedSampler",), "project_sharded_params": (b"DistributedSampler",), "project_sharding_readers": (b"DistributedSampler",), "project_gathering_readers": (b"DistributedSampler",), "project_dir_makers": (b"mkdir", b"makedirs"),
         "project_output_writers": (b"save", b"open("),
         "project_wrapped_loaders": (b"__iter__",), "project_hand_wrapped": (b"DataParallel",), "project_wrapping_calls": (b"DataParallel",),
-        "project_handed_loggers": (b"Writer(", b"Logger(", b"Visdom("),
+        "project_handed_loggers": (b"Writer(", b"Logger(", b"Visdom("), "project_model_readers": (b"import",),
         "project_main_flags": (b"rank", b"is_main", b"is_master"),
         "project_savers": (b".save(",), "project_file_keepers": (b"open(",), "project_batch_params": (b".numpy()",), "project_unpassed": (b"=None", b"= None"), "project_splits": (b"shuffle", b"perm", b"sample"), "project_freezers": (b"requires_grad",),
     }
@@ -262,6 +262,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_splits": project.split_helper_calls, "project_freezers": project.freezer_calls,
         "project_hand_wrapped": project.hand_wrapped_attributes, "project_main_flags": project.main_flags,
         "project_wrapping_calls": project.wrapping_calls, "project_handed_loggers": project.handed_loggers,
+        "project_model_readers": project.model_attribute_readers,
     }
     # who calls a file's functions counts only for callers that run under the launcher: a
     # file the run only reads may be a tool of its own (a search script starting runs)

@@ -59,6 +59,9 @@ class Config:
     # parameters of own functions a caller of another file hands an experiment writer, or a dict holding one:
     # (function, parameter, key or "", where the writer is made) (project/handed_loggers.py)
     project_handed_loggers: tuple[tuple[str, str, str, str], ...] = ()
+    # calls of other files' functions reading an attribute of a parameter beyond torch.nn.Module's:
+    # (spelling, position, parameter, attribute, where, it trains) (project/model_readers.py)
+    project_model_readers: tuple[tuple[str, int, str, str, str, bool], ...] = ()
     project_wrapping_calls: tuple[str, ...] = ()  # calls of other files' functions returning a model wrapped in DataParallel (same)
     # attributes of own classes kept from a parameter every call of the run hands a main-process test
     # (`self.save_to_disk`, from `save_to_disk = dist_util.get_rank() == 0`) (project/main_flags.py)

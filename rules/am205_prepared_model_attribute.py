@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import libcst as cst
 
+from migrator.analysis.handed_models import handed_model
 from migrator.analysis.saving import state_dict_saved
 from migrator.analysis import dotted_name
 from migrator.analysis.wrapped import MODULE_API, WrappedUse, forward_in_training_step, prepared_model_at, wrapped_uses
@@ -50,6 +53,13 @@ class PreparedModelAttribute(Rule):
     stays on the wrapper, but not what tells its structure (`children()`,
     `named_parameters()`, `named_modules()`: the wrapper's only child is `module`), and so do DDP's own switches set during gradient accumulation
     (`model.require_backward_grad_sync = ...`).
+
+    A prepared model handed to a function of another file of the run that gets no
+    Accelerator and reads the model's own attributes there (`report.describe(model)`
+    reading `net.width`) is handed `accelerator.unwrap_model(model)` when that function
+    does not train, and named otherwise. In a file left as written that hands its model to
+    a trainer left as written too (AM001 asks for the Accelerator there), the model's own
+    attributes read after the hand-off, here or by other files' functions, are named.
 
     ## Why is this bad?
     On N processes `prepare()` returns a DistributedDataParallel wrapper, which has only
@@ -113,6 +123,93 @@ class PreparedModelAttribute(Rule):
                 continue  # AM501 unwraps a saved state dict
             self._check(use)
         self._traced()
+        self._handed_model_uses()
+        self._read_by_other_files()
+
+    def _read_by_other_files(self) -> None:
+        """A prepared model handed to a function of another file of the run that gets no
+        Accelerator (not threaded) and reads its own attributes there (`evaluate(model,
+        ...)` calling `model.generate(...)`): on N processes that read fails. Named at the
+        argument, left as written."""
+        analysis, config = self.analysis, self.ctx.config
+        if not config.project_model_readers or not analysis.migrating:
+            return
+        threaded = set(config.project_calls)
+        for fact, arg, (spelling, _, param, attr, where, trains) in self._handed_to_readers():
+            if spelling in threaded:
+                continue
+            name = prepared_model_at(analysis, arg)
+            if name is None:
+                continue
+            fields = {"use": f"{param}.{attr}", "why": _WHY.get(attr, _WHY[""])}
+            accelerator = analysis.accelerator_at(arg)
+            if accelerator is not None and not trains:  # it reads, never trains: hand it the model itself
+                new = cst.parse_expression(f"{accelerator}.unwrap_model({name})")
+                self.report(arg, edits=[replace(arg, new)], note=f" (`{spelling}(...)` reads it, {where})", **fields)
+                continue
+            note = (
+                f" (left as written: `{spelling}(...)` reads `{param}.{attr}` ({where}) of the `{name}` handed here;"
+                f" hand it `accelerator.unwrap_model({name})` outside the training step)"
+            )
+            self.report(arg, note=note, **fields)
+
+    def _handed_to_readers(self):
+        """(call fact, argument, reader entry) for each argument this file hands a function
+        of another file at a parameter whose own attributes it reads (Config.project_model_readers)."""
+        readers: dict[str, list] = {}
+        for entry in self.ctx.config.project_model_readers:
+            readers.setdefault(entry[0], []).append(entry)
+        for fact in self.analysis.facts.calls if readers else ():
+            positional = [a.value for a in fact.node.args if a.keyword is None and not a.star]
+            named = {a.keyword.value: a.value for a in fact.node.args if a.keyword is not None}
+            for entry in readers.get(dotted_name(fact.node.func) or "", ()):
+                _, position, param, *_ = entry
+                arg = named.get(param) if param in named else positional[position] if 0 <= position < len(positional) else None
+                if arg is not None:
+                    yield fact, arg, entry
+
+    def _handed_model_uses(self) -> None:
+        """pytorch-a2c-ppo-acktr's main.py builds `actor_critic = Policy(...)` and hands it to
+        `algo.PPO(actor_critic, ...)`, whose file gets no Accelerator: all is left as written,
+        and AM001 asks for an Accelerator here and the model handed in prepared. Then the
+        rollout's `actor_critic.act(...)` and `actor_critic.get_value(...)` here reach the
+        DDP wrapper (reader R12, thirtieth session): named now, with what to write then."""
+        analysis = self.analysis
+        handed = handed_model(analysis, self.ctx.config) if not analysis.migrating else None
+        if handed is None:
+            return
+        name = handed.binding.name
+        # from the call that hands it over on: prepared by hand, it is prepared there (a load before is the plain model's)
+        handing = [
+            analysis.order(f.node) for f in analysis.facts.calls
+            if f.func == handed.spelling and any(dotted_name(a.value) == name for a in f.node.args)
+        ]
+        if not handing:
+            return
+        at = min(handing)
+        where = os.path.relpath(handed.where, os.path.dirname(self.ctx.path) or ".").replace(os.sep, "/")
+        for load in analysis.facts.loads:
+            up = analysis.parent(load.node)
+            if load.name != name or analysis.order(load.node) < at or not (isinstance(up, cst.Attribute) and up.value is load.node):
+                continue
+            attr = up.attr.value
+            if attr in MODULE_API and attr not in _STRUCTURE or attr in ("module", "to", "cuda", "cpu"):
+                continue
+            note = (
+                f" (left as written: `{name}` is the model this file hands to `{handed.spelling}` ({where}), which"
+                f" gets no Accelerator yet; once it is prepared by hand (AM001), use `accelerator.unwrap_model({name}).{attr}`"
+                " outside the training step, and the model's forward inside it)"
+            )
+            self.report(up, use=f"{name}.{attr}", why=_WHY.get(attr, _WHY[""]), note=note)
+        for _, arg, (spelling, _, param, attr, read, _) in self._handed_to_readers():
+            if dotted_name(arg) != name:
+                continue
+            note = (
+                f" (left as written: `{spelling}(...)` reads `{param}.{attr}` ({read}) of `{name}`, the model this file"
+                f" hands to `{handed.spelling}` ({where}), which gets no Accelerator yet; once it is prepared by"
+                f" hand (AM001), hand `{spelling}` `accelerator.unwrap_model({name})`)"
+            )
+            self.report(arg, use=f"{param}.{attr}", why=_WHY.get(attr, _WHY[""]), note=note)
 
     def _traced(self) -> None:
         """`writer.add_graph(model, x)`, `torch.jit.trace(model, x)`, `summary(model, ...)`:

@@ -1,0 +1,52 @@
+"""Functions of the run that read attributes of what they are handed beyond torch.nn.Module's.
+
+pytorch-a2c-ppo-acktr's evaluation.py: `evaluate(actor_critic, ...)` calls
+`actor_critic.act(...)` and reads `actor_critic.recurrent_hidden_state_size`. Handed a
+prepared model (a DistributedDataParallel wrapper on N processes), it fails there: the
+wrapper has torch.nn.Module's attributes only. The caller, which knows the model is
+prepared, is told (AM205).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from migrator.project.index import FileIndex, parsed
+from migrator.torch_api import MODULE_API
+
+
+def model_attribute_readers(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[tuple[str, int, str, str, str, bool], ...]]:
+    """For each file: its calls of other files' top-level functions that read an attribute
+    of a parameter beyond torch.nn.Module's (`actor_critic.act`), as (spelling, position of
+    the parameter, parameter, attribute, where it is read relative to the caller, whether
+    the function trains: a `.backward()` or `.step()` in it)."""
+    reads: dict[tuple[str, str], dict[str, tuple[str, int]]] = {}
+    out: dict[str, set[tuple[str, int, str, str, str, bool]]] = {}
+    for path, f in files.items():
+        for call in f.calls:
+            target = call.target
+            function = files[target[0]].functions.get(target[1]) if target[0] in files and target[0] != path else None
+            if function is None or function.is_class or call.has_star:
+                continue
+            if target not in reads:
+                reads[target] = _attributes_read(sources.get(target[0], b""), target[1])
+            for param, (attr, line) in reads[target].items():
+                position = function.params.index(param) if param in function.params else -1
+                where = f"{os.path.relpath(target[0], os.path.dirname(path) or '.').replace(os.sep, '/')}:{line}"
+                out.setdefault(path, set()).add((call.spelling, position, param, attr, where, function.updates))
+    return {path: tuple(sorted(found)) for path, found in out.items()}
+
+
+def _attributes_read(source: bytes, name: str) -> dict[str, tuple[str, int]]:
+    """Parameter → the first attribute the function reads of it beyond torch.nn.Module's."""
+    tree = parsed(source)
+    function = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None) if tree is not None else None
+    if function is None:
+        return {}
+    params = {a.arg for a in function.args.args + function.args.kwonlyargs}
+    found: dict[str, tuple[str, int]] = {}
+    for node in sorted((n for n in ast.walk(function) if isinstance(n, ast.Attribute)), key=lambda n: (n.lineno, n.col_offset)):
+        if isinstance(node.value, ast.Name) and node.value.id in params and node.attr not in MODULE_API and not node.attr.startswith("__"):
+            found.setdefault(node.value.id, (node.attr, node.lineno))
+    return found
