@@ -38,6 +38,11 @@ def model_attribute_readers(sources: dict[str, bytes], files: dict[str, FileInde
     return {path: tuple(sorted(found)) for path, found in out.items()}
 
 
+# torch.nn.Module's API, and DDP's `module` (read where the code knows of the wrapper:
+# `if isinstance(model, DistributedDataParallel): model = model.module`)
+_WRAPPER_AWARE = MODULE_API | {"module"}
+
+
 def _attributes_read(source: bytes, name: str) -> dict[str, tuple[str, int]]:
     """Parameter → the first attribute the function reads of it beyond torch.nn.Module's."""
     tree = parsed(source)
@@ -47,6 +52,6 @@ def _attributes_read(source: bytes, name: str) -> dict[str, tuple[str, int]]:
     params = {a.arg for a in function.args.args + function.args.kwonlyargs}
     found: dict[str, tuple[str, int]] = {}
     for node in sorted((n for n in ast.walk(function) if isinstance(n, ast.Attribute)), key=lambda n: (n.lineno, n.col_offset)):
-        if isinstance(node.value, ast.Name) and node.value.id in params and node.attr not in MODULE_API and not node.attr.startswith("__"):
+        if isinstance(node.value, ast.Name) and node.value.id in params and node.attr not in _WRAPPER_AWARE and not node.attr.startswith("__"):
             found.setdefault(node.value.id, (node.attr, node.lineno))
     return found
