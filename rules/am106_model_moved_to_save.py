@@ -6,7 +6,7 @@ import libcst as cst
 
 from migrator.analysis.names import dotted_name
 from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
-from migrator.analysis.save_moves import SaveMove, save_moves
+from migrator.analysis.save_moves import save_moves
 from migrator.edits import Edit, remove, replace
 from migrator.rule import Example, FixAvailability, Rule
 

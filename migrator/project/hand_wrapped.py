@@ -14,7 +14,7 @@ import ast
 import os
 
 from migrator.analysis.ast_imports import qualify
-from migrator.project.index import FileIndex, chain, parsed, trees_mentioning
+from migrator.project.index import FileIndex, ancestors, chain, parsed, trees_mentioning
 
 _WRAPPERS = {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel"}
 
@@ -40,7 +40,7 @@ def hand_wrapped_attributes(sources: dict[str, bytes], files: dict[str, FileInde
                         held.setdefault((path, cls.name), set()).add((bound.attr, wrapping[target]))
     out: dict[str, set[tuple[str, str]]] = {}
     for (path, cls), attributes in held.items():
-        for owner in {(path, cls)} | _bases(files, path, cls):
+        for owner in {(path, cls)} | ancestors(files, files[path].bases.get(cls, ())):
             out.setdefault(owner[0], set()).update(
                 (attr, _relative(where, owner[0])) for attr, where in attributes
             )
@@ -83,20 +83,6 @@ def _wrapping_functions(sources: dict[str, bytes], files: dict[str, FileIndex]) 
                 if targets.get(spelling) in out and (path, node.name) not in out:
                     out[(path, node.name)] = out[targets[spelling]]
     return out
-
-
-def _bases(files: dict[str, FileIndex], path: str, cls: str) -> set[tuple[str, str]]:
-    """The classes of other files of the run `cls` builds on, directly or not."""
-    found: set[tuple[str, str]] = set()
-    todo = list(files[path].bases.get(cls, ()))
-    while todo:
-        base = todo.pop()
-        if base in found:
-            continue
-        found.add(base)
-        owner = files.get(base[0])
-        todo.extend(owner.bases.get(base[1], ()) if owner is not None else ())
-    return found
 
 
 def _relative(where: str, path: str) -> str:

@@ -236,6 +236,20 @@ def inheriting_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> 
     return out
 
 
+def ancestors(files: dict[str, FileIndex], bases) -> set[tuple[str, str]]:
+    """`bases` ((file, class) of the run) and the classes of other files they build on,
+    directly or not."""
+    todo, seen = list(bases), set()
+    while todo:
+        base = todo.pop()
+        if base in seen:
+            continue
+        seen.add(base)
+        owner = files.get(base[0])
+        todo.extend(owner.bases.get(base[1], ()) if owner is not None else ())
+    return seen
+
+
 def subclassed_elsewhere(files: dict[str, FileIndex], among: set[str] | None = None) -> dict[str, tuple[str, ...]]:
     """For each file of the run, its classes that a class of another file builds on,
     directly or through other bases (Config.project_bases): st-gcn's `IO.gpu()` wraps the
@@ -247,14 +261,7 @@ def subclassed_elsewhere(files: dict[str, FileIndex], among: set[str] | None = N
     todo = [b for path, f in files.items() if among is None or path in among for bs in f.bases.values() for b in bs]
     built = {c.target for path in among or () if path in files for c in files[path].calls}
     todo += [b for path, name in built if path not in (among or ()) and path in files for b in files[path].bases.get(name, ())]
-    seen: set[tuple[str, str]] = set()
-    while todo:
-        base = todo.pop()
-        if base in seen:
-            continue
-        seen.add(base)
-        owner = files.get(base[0])
-        todo.extend(owner.bases.get(base[1], ()) if owner is not None else ())
+    seen = ancestors(files, todo)
     out: dict[str, set[str]] = {}
     for where, name in seen:
         out.setdefault(where, set()).add(name)
