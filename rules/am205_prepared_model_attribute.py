@@ -6,6 +6,7 @@ import os
 
 import libcst as cst
 
+from migrator.analysis import Role
 from migrator.analysis.handed_models import handed_model
 from migrator.analysis.saving import state_dict_saved
 from migrator.analysis import dotted_name
@@ -126,6 +127,14 @@ class PreparedModelAttribute(Rule):
         self._handed_model_uses()
         self._read_by_other_files()
 
+    def _hands_a_loader(self, call: cst.Call) -> bool:
+        """The call hands a DataLoader too (each process's share of the data)."""
+        return any(self.analysis.roles.of(a.value) is Role.DATALOADER for a in call.args if isinstance(a.value, cst.Name))
+
+    def _result_unused(self, call: cst.Call) -> bool:
+        """The call is a statement of its own: what it returns is dropped."""
+        return isinstance(self.analysis.parent(call), cst.Expr)
+
     def _read_by_other_files(self) -> None:
         """A prepared model handed to a function of another file of the run that gets no
         Accelerator (not threaded) and reads its own attributes there (`evaluate(model,
@@ -201,13 +210,18 @@ class PreparedModelAttribute(Rule):
                 " outside the training step, and the model's forward inside it)"
             )
             self.report(up, use=f"{name}.{attr}", why=_WHY.get(attr, _WHY[""]), note=note)
-        for _, arg, (spelling, _, param, attr, read, _) in self._handed_to_readers():
+        for fact, arg, (spelling, _, param, attr, read, trains) in self._handed_to_readers():
             if dotted_name(arg) != name:
                 continue
+            alone = (
+                ", on the main process only: it trains nothing, is handed no loader and hands nothing back, so every"
+                " process would only repeat it (and what it writes and prints)"
+                if not trains and not self._hands_a_loader(fact.node) and self._result_unused(fact.node) else ""
+            )
             note = (
                 f" (left as written: `{spelling}(...)` reads `{param}.{attr}` ({read}) of `{name}`, the model this file"
                 f" hands to `{handed.spelling}` ({where}), which gets no Accelerator yet; once it is prepared by"
-                f" hand (AM001), hand `{spelling}` `accelerator.unwrap_model({name})`)"
+                f" hand (AM001), hand `{spelling}` `accelerator.unwrap_model({name})`{alone})"
             )
             self.report(arg, use=f"{param}.{attr}", why=_WHY.get(attr, _WHY[""]), note=note)
 

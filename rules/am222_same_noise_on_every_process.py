@@ -190,8 +190,10 @@ class SameNoiseOnEveryProcess(Rule):
                 c.node, seed=_shown(c.node, seed) if made else cst.Module([]).code_for_node(c.node), uses=f"steps `{env}` (`{env}.step(...)`)",
                 consequence=(
                     "every process plays the same episodes and learns from the same experience, so N processes "
-                    "compute one process's gradients N times; add `accelerator.process_index` to the seeds "
-                    f"(`{env}`, `random`, NumPy, torch) after prepare()"
+                    "compute one process's gradients N times; seed each process apart after prepare(): "
+                    f"`random`, NumPy and torch with `seed + accelerator.process_index`, and `{env}` past the seeds of "
+                    "the others (`seed + accelerator.process_index * n`, n the environments one process makes when "
+                    "they are seeded `seed + i`)"
                 ),
                 note=note,
             )

@@ -144,15 +144,22 @@ def full_tensor(tensor: torch.Tensor) -> torch.Tensor:
 
 def compiled_module(model: nn.Module) -> nn.Module | None:
     """torch.compile's OptimizedModule inside DistributedDataParallel / DataParallel, if the
-    user compiled the module; None otherwise."""
+    user compiled the module; None otherwise, and None for one compiled around the wrapper
+    (`torch.compile(prepared)`): its state dict would carry the wrapper's `module.` keys."""
     while isinstance(model, (DistributedDataParallel, nn.DataParallel)):
         model = model.module
-    return model if isinstance(getattr(model, "_orig_mod", None), nn.Module) else None
+    inner = getattr(model, "_orig_mod", None)
+    return model if isinstance(inner, nn.Module) and not isinstance(inner, (DistributedDataParallel, nn.DataParallel)) else None
 
 
 def unwrap_module(model: nn.Module) -> nn.Module:
-    """The user's module inside DistributedDataParallel / DataParallel and torch.compile."""
-    while isinstance(model, (DistributedDataParallel, nn.DataParallel)):
-        model = model.module
-    compiled = getattr(model, "_orig_mod", None)  # torch.compile's OptimizedModule
-    return compiled if isinstance(compiled, nn.Module) else model
+    """The user's module inside DistributedDataParallel / DataParallel and torch.compile, in
+    whichever order they wrap it (CycleGAN compiles its nets after they are prepared)."""
+    while True:
+        if isinstance(model, (DistributedDataParallel, nn.DataParallel)):
+            model = model.module
+            continue
+        compiled = getattr(model, "_orig_mod", None)  # torch.compile's OptimizedModule
+        if not isinstance(compiled, nn.Module):
+            return model
+        model = compiled

@@ -158,3 +158,14 @@ def test_unwrap_keeps_a_compiled_module_compiled_as_accelerate_does():
     assert list(acc.unwrap_model(prepared, keep_torch_compile=False).state_dict()) == ["weight", "bias"]
     plain = acc.prepare(nn.Linear(2, 2))
     assert list(acc.unwrap_model(plain).state_dict()) == ["weight", "bias"]
+
+
+def test_unwrap_reaches_the_model_inside_a_compile_of_the_wrapper():
+    """CycleGAN compiles its nets in setup(), after a hand migration prepared them: the
+    compiled module holds the wrapper (DistributedDataParallel on N processes; DataParallel
+    here, which needs no process group). Unwrapped, its checkpoint keys are the model's own,
+    as its loader expects (reader R15 saved `module.`-prefixed keys)."""
+    acc = Accelerator(cpu=True)
+    outside = torch.compile(nn.DataParallel(nn.Linear(2, 2)), backend="eager")
+    assert list(acc.unwrap_model(outside).state_dict()) == ["weight", "bias"]
+    assert list(acc.unwrap_model(outside, keep_torch_compile=False).state_dict()) == ["weight", "bias"]
