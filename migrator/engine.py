@@ -531,10 +531,12 @@ _SIDE_EFFECTS = frozenset({
 
 
 def _beside_training(finding: Finding) -> bool:
+    from migrator.analysis.handed_models import HANDS_TO
     from migrator.analysis.reach import RUN_CALLS_IT
 
     before_the_model = finding.code == "AM001" and not finding.fixable
-    return finding.code in _SIDE_EFFECTS or RUN_CALLS_IT in finding.message or before_the_model
+    handed_on = finding.code == "AM205" and HANDS_TO in finding.message  # the model's reads once prepared elsewhere
+    return finding.code in _SIDE_EFFECTS or RUN_CALLS_IT in finding.message or before_the_model or handed_on
 
 
 def _refusal(path: str, problem) -> Finding:

@@ -7,7 +7,7 @@ import os
 import libcst as cst
 
 from migrator.analysis import Role
-from migrator.analysis.handed_models import handed_model
+from migrator.analysis.handed_models import HANDS_TO, handed_model
 from migrator.analysis.saving import state_dict_saved
 from migrator.analysis import dotted_name
 from migrator.analysis.wrapped import MODULE_API, WrappedUse, forward_in_training_step, prepared_model_at, wrapped_uses
@@ -205,7 +205,7 @@ class PreparedModelAttribute(Rule):
             if attr in MODULE_API and attr not in _STRUCTURE or attr in ("module", "to", "cuda", "cpu"):
                 continue
             note = (
-                f" (left as written: `{name}` is the model this file hands to `{handed.spelling}` ({where}), which"
+                f" (left as written: `{name}` is {HANDS_TO} `{handed.spelling}` ({where}), which"
                 f" gets no Accelerator yet; once it is prepared by hand (AM001), use `accelerator.unwrap_model({name}).{attr}`"
                 " outside the training step, and the model's forward inside it)"
             )
@@ -218,10 +218,13 @@ class PreparedModelAttribute(Rule):
                 " process would only repeat it (and what it writes and prints)"
                 if not trains and not self._hands_a_loader(fact.node) and self._result_unused(fact.node) else ""
             )
+            then = (
+                f"read it there through `accelerator.unwrap_model({param})` (it trains `{name}`: hand it the prepared one)"
+                if trains else f"hand `{spelling}` `accelerator.unwrap_model({name})`{alone}"
+            )
             note = (
-                f" (left as written: `{spelling}(...)` reads `{param}.{attr}` ({read}) of `{name}`, the model this file"
-                f" hands to `{handed.spelling}` ({where}), which gets no Accelerator yet; once it is prepared by"
-                f" hand (AM001), hand `{spelling}` `accelerator.unwrap_model({name})`{alone})"
+                f" (left as written: `{spelling}(...)` reads `{param}.{attr}` ({read}) of `{name}`, {HANDS_TO}"
+                f" `{handed.spelling}` ({where}), which gets no Accelerator yet; once it is prepared by hand (AM001), {then})"
             )
             self.report(arg, use=f"{param}.{attr}", why=_WHY.get(attr, _WHY[""]), note=note)
 

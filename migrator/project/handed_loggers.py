@@ -44,7 +44,15 @@ def handed_loggers(sources: dict[str, bytes], files: dict[str, FileIndex]) -> di
                 for key, line in made.get(name or "", ()):
                     where = f"{os.path.relpath(path, os.path.dirname(call.target[0]) or '.').replace(os.sep, '/')}:{line}"
                     out.setdefault(call.target[0], set()).add((call.target[1], param, key, where))
-    return {path: tuple(sorted(found)) for path, found in out.items()}
+    return {path: _first_of_each(found) for path, found in out.items()}
+
+
+def _first_of_each(found: set[tuple[str, str, str, str]]) -> tuple[tuple[str, str, str, str], ...]:
+    """One entry per (function, parameter, key): a writer made in two branches is one writer."""
+    kept: dict[tuple[str, str, str], tuple[str, str, str, str]] = {}
+    for entry in sorted(found):
+        kept.setdefault(entry[:3], entry)
+    return tuple(kept.values())
 
 
 def _writers_bound(tree: ast.Module) -> dict[str, list[tuple[str, int]]]:
