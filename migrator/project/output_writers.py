@@ -120,13 +120,30 @@ def _item_of_a_name(target: ast.expr) -> bool:
 
 
 def _item_changed(function: ast.FunctionDef) -> int:
-    """The line of the first item the function sets (0: none)."""
-    for node in ast.walk(function):
+    """The line of the first item the function sets in what it is handed (0: none): an
+    item of a parameter, or of a name bound to a part of one (`joints = batch_joints[k]`,
+    `for joint in zip(joints, ...)`); not of an array it makes itself."""
+    handed = {a.arg for a in function.args.args + function.args.kwonlyargs}
+    nodes = sorted((n for n in ast.walk(function) if isinstance(n, (ast.Assign, ast.AugAssign, ast.For))), key=lambda n: n.lineno)
+    for node in nodes:
+        if isinstance(node, ast.For) and _part_of(node.iter, handed):
+            handed |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Assign) and _part_of(node.value, handed):
+            handed |= {n.id for t in node.targets for n in elements(t) if isinstance(n, ast.Name)}
         if isinstance(node, (ast.Assign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(_item_of_a_name(n) for t in targets for n in elements(t)):
+            if any(_item_of_a_name(n) and n.value.id in handed for t in targets for n in elements(t)):
                 return node.lineno
     return 0
+
+
+def _part_of(expr: ast.expr, handed: set[str]) -> bool:
+    """`batch_joints`, `batch_joints[k]`, `zip(joints, joints_vis)`: the object itself or a view of it."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("zip", "enumerate", "reversed"):
+        return any(_part_of(a, handed) for a in expr.args)
+    while isinstance(expr, (ast.Subscript, ast.Attribute)):
+        expr = expr.value
+    return isinstance(expr, ast.Name) and expr.id in handed
 
 
 def _changes(method: ast.Attribute, function: ast.FunctionDef) -> bool:
