@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 
-from migrator.project.index import FileIndex, parsed
+from migrator.project.index import FileIndex, parsed, top_level_function
 
 
 def handed_instance_methods(
@@ -34,17 +34,12 @@ def handed_instance_methods(
             continue
         handed = {param: made[arg] for param, arg in zip(function.params, call.args) if arg in made}
         handed.update({key: made[arg] for key, arg in call.keywords if arg in made and key in function.params})
-        body = _function(sources, *call.target) if handed else None
+        body = top_level_function(sources.get(call.target[0], b""), call.target[1]) if handed else None
         for node in ast.walk(body) if body is not None else ():
             func = node.func if isinstance(node, ast.Call) else None
             if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in handed:
                 found |= {(cls, func.attr) for cls in handed[func.value.id] if func.attr in _methods(sources, cls)}
     return found
-
-
-def _function(sources: dict[str, bytes], path: str, name: str) -> ast.FunctionDef | None:
-    tree = parsed(sources.get(path, b""))
-    return next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None) if tree is not None else None
 
 
 def _methods(sources: dict[str, bytes], cls: tuple[str, str]) -> set[str]:

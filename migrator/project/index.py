@@ -737,6 +737,12 @@ def trees_mentioning(sources: dict[str, bytes], paths, marks: tuple[bytes, ...])
             yield path, tree, module_imports(tree)
 
 
+def top_level_function(source: bytes, name: str) -> ast.FunctionDef | None:
+    """The function `name` defined at the top of a file of the run (parsed once, `parsed`)."""
+    tree = parsed(source)
+    return next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None) if tree is not None else None
+
+
 def init_of(cls: ast.ClassDef) -> ast.FunctionDef | None:
     """The `__init__` a class defines itself (a class that trains with what it is given:
     AM002 passes the Accelerator to it and its methods use `self.accelerator`)."""

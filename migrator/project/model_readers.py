@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import os
 
-from migrator.project.index import FileIndex, parsed
+from migrator.project.index import FileIndex, top_level_function
 from migrator.torch_api import MODULE_API
 
 
@@ -21,7 +21,7 @@ def model_attribute_readers(sources: dict[str, bytes], files: dict[str, FileInde
     of a parameter beyond torch.nn.Module's (`actor_critic.act`), as (spelling, position of
     the parameter, parameter, attribute, where it is read relative to the caller, whether
     the function trains: a `.backward()`, `.zero_grad()` or an optimizer's `.step()` in it)."""
-    reads: dict[tuple[str, str], dict[str, tuple[str, int]]] = {}
+    reads: dict[tuple[str, str], tuple[dict[str, tuple[str, int]], bool]] = {}  # each function read once
     out: dict[str, set[tuple[str, int, str, str, str, bool]]] = {}
     for path, f in files.items():
         for call in f.calls:
@@ -30,9 +30,10 @@ def model_attribute_readers(sources: dict[str, bytes], files: dict[str, FileInde
             if function is None or function.is_class or call.has_star:
                 continue
             if target not in reads:
-                reads[target] = _attributes_read(sources.get(target[0], b""), target[1])
-            trains = _trains(sources.get(target[0], b""), target[1])
-            for param, (attr, line) in reads[target].items():
+                function_tree = top_level_function(sources.get(target[0], b""), target[1])
+                reads[target] = (_attributes_read(function_tree), _trains(function_tree))
+            attributes, trains = reads[target]
+            for param, (attr, line) in attributes.items():
                 position = function.params.index(param) if param in function.params else -1
                 where = f"{os.path.relpath(target[0], os.path.dirname(path) or '.').replace(os.sep, '/')}:{line}"
                 out.setdefault(path, set()).add((call.spelling, position, param, attr, where, trains))
@@ -44,10 +45,9 @@ def model_attribute_readers(sources: dict[str, bytes], files: dict[str, FileInde
 _WRAPPER_AWARE = MODULE_API | {"module"}
 
 
-def _trains(source: bytes, name: str) -> bool:
+def _trains(function: ast.FunctionDef | None) -> bool:
     """A `.backward()`, `.zero_grad()`, or a `.step()` given nothing (an optimizer's or a
     scheduler's: an environment's `envs.step(action)` takes the actions)."""
-    function = _function(source, name)
     return function is not None and any(
         isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and (
             n.func.attr in ("backward", "zero_grad") or n.func.attr == "step" and not n.args and not n.keywords
@@ -56,14 +56,8 @@ def _trains(source: bytes, name: str) -> bool:
     )
 
 
-def _function(source: bytes, name: str) -> ast.FunctionDef | None:
-    tree = parsed(source)
-    return next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None) if tree is not None else None
-
-
-def _attributes_read(source: bytes, name: str) -> dict[str, tuple[str, int]]:
+def _attributes_read(function: ast.FunctionDef | None) -> dict[str, tuple[str, int]]:
     """Parameter → the first attribute the function reads of it beyond torch.nn.Module's."""
-    function = _function(source, name)
     if function is None:
         return {}
     params = {a.arg for a in function.args.args + function.args.kwonlyargs}
