@@ -286,7 +286,7 @@ def migrate_verified(
         return _lint(module, path, config, rules, source)
     outcome = migrate_module(module, path, config, rules, source=source)
     if outcome.code == source:
-        return _not_silent(outcome, path, source, config.run_callers, _drives(config, source), _entering(config))
+        return _not_silent(outcome, path, source, config)
     verify(outcome.code, path)
     from migrator.verify import verify as verify_migration  # pyflakes loads only when needed
     from migrator.verify.distribution import OTHER_ENGINE
@@ -306,7 +306,7 @@ def migrate_verified(
         notes = tuple(_refusal(path, p) for p in problems)  # at the original's lines, like fixed findings
         written = replace(outcome, findings=outcome.findings + notes) if notes else outcome
         # edits beside the training only (a type test) written: the training they sit beside is still named
-        return _not_silent(written, path, source, config.run_callers, _drives(config, source), _entering(config))
+        return _not_silent(written, path, source, config)
     whole = [p for p in problems if p.blocking and p.message.startswith(OTHER_ENGINE)]
     if whole:  # left whole: advice on converting it (prepare this, drop that wrap) would contradict the refusal
         return EngineOutcome(module, tuple(_refusal(path, p) for p in whole), code=source)
@@ -314,7 +314,7 @@ def migrate_verified(
     kept = tuple(replace(f, fixable=False, unsafe_fix=False) for f in lint.findings) + _attempted_only(outcome, lint)
     refusals = tuple(_refusal(path, p) for p in [*problems, *_unsafe_to_write(lint)] if p.blocking or p.code in _TRUE_UNWRITTEN)
     # edits beside the training only (a type test, a folder) refused: the training they sit beside is still named
-    named = _not_silent(replace(lint, findings=kept), path, source, config.run_callers, _drives(config, source), _entering(config)).findings
+    named = _not_silent(replace(lint, findings=kept), path, source, config).findings
     # a move AM953 says to keep is not also one to drop (AM101 at the same place: reader R2, 29th session)
     kept_moves = {(r.start.line, r.start.col) for r in refusals if r.code == "AM953"}
     named = tuple(f for f in named if not (f.code == "AM101" and (f.start.line, f.start.col) in kept_moves))
@@ -387,7 +387,7 @@ def _lint(module: cst.Module, path: str, config: Config, rules: Sequence[type[Ru
     does (none fixable, with the reasons it is left as written)."""
     outcome = migrate_module(module, path, config, rules, source=source)
     if not any(f.fixable for f in outcome.findings):
-        return _not_silent(outcome, path, source, config.run_callers, _drives(config, source), _entering(config))
+        return _not_silent(outcome, path, source, config)
     written = migrate_verified(module, path, replace(config, fix=True), rules, source)
     refused = written.code == source and any(is_refusal(f.code) for f in written.findings)
     return replace(written, code=outcome.code) if refused else outcome
@@ -489,9 +489,31 @@ def _counts(source: ast.AST | None) -> bool:
     return name in ("range", "trange", "count")
 
 
-def _not_silent(
-    outcome: EngineOutcome, path: str, source: str, called: frozenset[str] = frozenset(), drives: tuple = (),
-    entering: frozenset[str] = frozenset(),
+def _not_silent(outcome: EngineOutcome, path: str, source: str, config: Config) -> EngineOutcome:
+    """`_unnamed_training`, and where AM001 names the model this file hands to a training left
+    as written, every other training it drives that the model does not reach (pytorch-a2c's
+    GAIL `discr.update(...)` beside the policy handed to PPO), unless that training's class
+    is migrated in this run with an Accelerator of its own: the hand migration must prepare
+    it too."""
+    from migrator.verify.silence import driven_training
+
+    entering = _entering(config)
+    named = _unnamed_training(outcome, path, source, config.run_callers, _drives(config, source), entering)
+    handed = _handed_on(outcome.findings)
+    if not handed:
+        return named
+    others = tuple(d for d in config.project_drives if not (d[4] in entering and d[5]))
+    taken = {f.start.line for f in named.findings if f.code == "AM916"}
+    found = tuple(
+        replace(f, message=f.message.replace(_UNREPORTED, "nothing here was migrated"))
+        for p in driven_training(source, others, path, besides=handed) if p.line not in taken
+        for f in (_refusal(path, p),)
+    )
+    return replace(named, findings=named.findings + found) if found else named
+
+
+def _unnamed_training(
+    outcome: EngineOutcome, path: str, source: str, called: frozenset[str], drives: tuple, entering: frozenset[str],
 ) -> EngineOutcome:
     """A file that trains by hand, or drives the training of another file of the run
     (`drives`: Config.project_drives; `entering`: those that create their own Accelerator),
@@ -513,20 +535,22 @@ def _not_silent(
     problems = problems or driven_training(source, drives, path, entering)
     found = tuple(_refusal(path, p) for p in problems)
     if outcome.findings and found:  # the findings there are said no word of the training
-        found = tuple(replace(f, message=f.message.replace("nothing here was migrated or reported", "nothing here was migrated")) for f in found)
+        found = tuple(replace(f, message=f.message.replace(_UNREPORTED, "nothing here was migrated")) for f in found)
     return replace(outcome, findings=outcome.findings + found) if found else outcome
 
 
 # Findings on what every process writes (a checkpoint, a file, a folder, a log, a print), on code
 # other files call, on how long a driving loop runs (an early stop), on a split each
 # process draws (AM227), on a test for DataParallel (AM229) or on a freeze while training
-# (AM230), on a prompt every process reaches (AM523), on data no process splits (AM218: a loop
-# over an object keeping its DataLoader inside), say nothing of the set-up the training
+# (AM230), on a prompt every process reaches (AM523), on an environment's running statistics
+# (AM234), on data no process splits (AM218: a loop over an object keeping its DataLoader
+# inside), say nothing of the set-up the training
 # needs: beside them only, a file that trains or drives training without its set-up is still
 # named (AM916). So does AM001 where it only asks for the Accelerator before the model is built
 # (it names no driven training, nor why that was not migrated).
 _SIDE_EFFECTS = frozenset({
     "AM510", "AM511", "AM517", "AM518", "AM519", "AM520", "AM523", "AM915", "AM218", "AM227", "AM229", "AM230", "AM231",
+    "AM234",
 })
 
 
@@ -537,6 +561,17 @@ def _beside_training(finding: Finding) -> bool:
     before_the_model = finding.code == "AM001" and not finding.fixable
     handed_on = finding.code == "AM205" and HANDS_TO in finding.message  # the model's reads once prepared elsewhere
     return finding.code in _SIDE_EFFECTS or RUN_CALLS_IT in finding.message or before_the_model or handed_on
+
+
+_UNREPORTED = "nothing here was migrated or reported"
+
+
+def _handed_on(findings: tuple[Finding, ...]) -> str:
+    """The model AM001 names as built here and handed to another file's training left as
+    written (analysis/handed_models.py), or ""."""
+    from migrator.analysis.handed_models import handed_name
+
+    return next((name for f in findings if f.code == "AM001" and (name := handed_name(f.message))), "")
 
 
 def _refusal(path: str, problem) -> Finding:

@@ -7,7 +7,7 @@ import os
 import libcst as cst
 
 from migrator.analysis import Role, dotted_name
-from migrator.analysis.handed_models import handed_model
+from migrator.analysis.handed_models import BUILDS_AND_HANDS, handed_model
 from migrator.analysis.options import setup_options
 from migrator.cst import LINE_LIMIT
 from migrator.edits import ImportChange, insert_before
@@ -129,7 +129,7 @@ class MissingAccelerator(Rule):
         first, spelling = handed.binding, handed.spelling
         where = os.path.relpath(handed.where, os.path.dirname(self.ctx.path) or ".").replace(os.sep, "/")
         note = (
-            f" (left as written: it builds `{first.name}` here and hands it to the training of `{spelling}` ({where}), "
+            f" (left as written: {BUILDS_AND_HANDS[0]}{first.name}{BUILDS_AND_HANDS[1]}`{spelling}` ({where}), "
             "which gets no Accelerator: create the Accelerator before this line, so that whatever the model places "
             "on a device while it is built lands on this process's (prepare() moves parameters and buffers, not other "
             "tensors it keeps), and hand it in with the model prepared)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
+from migrator.analysis.handed_models import handed_model
 from migrator.analysis.saving import Save, barrier_anchor, optimizers_in, paired_loads, saves
 from migrator.analysis.walk import descendants
 from migrator.analysis.roles import module_classes
@@ -274,6 +275,20 @@ class TorchSaveCheckpoint(Rule):
         script driving a model object: LightGCN's `Recmodel.state_dict()`, reader R1)."""
         if save.models and not any_model or not save.call.args:
             return ""
+        whole = [dotted_name(m) for m in save.models if not _of_state_dict(m, self.analysis)]
+        handed = handed_model(self.analysis, self.ctx.config) if any_model else None
+        if handed is not None and any(
+            isinstance(n, cst.Name) and n.value == handed.binding.name and not _of_state_dict(n, self.analysis)
+            and not isinstance(self.analysis.parent(n), cst.Attribute)
+            for n in descendants(save.call.args[0].value)
+        ):
+            whole.append(handed.binding.name)  # the model object it hands on (pytorch-a2c's `[actor_critic, obs_rms]`)
+        if whole:
+            name = whole[0]
+            return (
+                f"; once `{name}` is a prepared model, save `accelerator.unwrap_model({name})`: pickled whole, the"
+                " wrapper is a DDP object, without the model's own methods and unloadable without a process group"
+            )
         scope = self.analysis.scope_of(save.call)
         values = [save.call.args[0].value]
         names = {n.value for n in descendants(values[0]) if isinstance(n, cst.Name)}
@@ -431,3 +446,9 @@ class _Swap(cst.CSTTransformer):
 
     def on_leave(self, original_node, updated_node):  # type: ignore[override]
         return self._table.get(id(original_node), updated_node)
+
+
+def _of_state_dict(model: cst.BaseExpression, analysis) -> bool:
+    """`model` is read for its `state_dict()`, not saved as the object itself."""
+    parent = analysis.parent(model)
+    return isinstance(parent, cst.Attribute) and parent.attr.value == "state_dict"

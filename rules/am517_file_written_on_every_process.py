@@ -43,6 +43,12 @@ _FRAME_MAKERS = {"pandas.DataFrame", "pandas.concat", "pandas.read_csv", "pandas
 # unwrapped one (DistributedDataParallel's forward would wait for the other processes)
 _MODEL_ARGUMENT = {"torch.onnx.export": (0, "model")}
 _OPENERS = {"open", "builtins.open", "io.open"}
+# library objects that keep a file open for writing while they are used: the class →
+# (position of its path, keyword, what it writes)
+_LIBRARY_KEEPERS = {
+    f"{package}.Monitor": (1, "filename", "a Monitor writes every episode to `<filename>.monitor.csv`")
+    for package in ("stable_baselines3.common.monitor", "baselines.bench", "baselines.bench.monitor")
+}
 # PIL images written with `.save(path)`: made by these
 _PIL_MAKERS = ("PIL.Image.fromarray", "PIL.Image.open", "PIL.Image.new")
 
@@ -54,6 +60,11 @@ _KEPT_OPEN = (
     " of its own (`accelerator.process_index` in its name))"
 )
 _ELSEWHERE = f" ({NO_ACCELERATOR_YET}: write it on one process only, at the call or here {ONE_PROCESS})"
+# ... an object kept open there (stable-baselines' Monitor in a helper that builds environments)
+_KEPT_OPEN_ELSEWHERE = (
+    f" ({NO_ACCELERATOR_YET}: give each process a file of its own (the process's rank in its name, or in the"
+    " folder the callers pass), or make it on one process only)"
+)
 # ... and read back right after by every process (pytorch-retinanet's coco_eval: `loadRes(path)`)
 _ELSEWHERE_READ_BACK = (
     f" ({NO_ACCELERATOR_YET}; every process reads it back after it: give each process a file of its own (its rank"
@@ -248,21 +259,24 @@ class FileWrittenOnEveryProcess(Rule):
 
     def _kept_open_files(self, own: bool) -> None:
         """An object of another file's class that keeps a file open for writing, built by
-        every process (`sys.stdout = Logger(path)`: project/open_files.py). Named, left as
+        every process (`sys.stdout = Logger(path)`: project/open_files.py), or of a library's
+        (stable-baselines' `Monitor(env, path)`, pytorch-a2c's envs.py). Named, left as
         written: every process goes on using the object, so only the caller can choose
         between one process writing it and a file for each."""
         keepers = {spelling: (position, where) for spelling, position, where in self.ctx.config.project_file_keepers}
-        if not keepers:
-            return
         analysis = self.analysis
         for fact in analysis.facts.calls:
             spelling = dotted_name(fact.node.func)
-            if spelling not in keepers:
-                continue
             call = fact.node
-            position, where = keepers[spelling]
-            path = _argument(call, position, "") if position >= 0 else call
-            if path is None or path is not call and per_process_path(analysis, path):
+            if fact.qualified in _LIBRARY_KEEPERS:
+                position, keyword, where = _LIBRARY_KEEPERS[fact.qualified]
+                path = _argument(call, position, keyword)
+            elif spelling in keepers:
+                position, where = keepers[spelling]
+                path = _argument(call, position, "") if position >= 0 else call
+            else:
+                continue
+            if path is None or dotted_name(path) == "None" or path is not call and per_process_path(analysis, path):
                 continue  # no path given (the class then opens nothing), or one of each process
             branches = analysis.branches
             if own and self._main_only(call) or not own and (
@@ -272,7 +286,8 @@ class FileWrittenOnEveryProcess(Rule):
                 continue
             shown = _short(path) if path is not call else "a file"
             consequence = f"each process opens it for writing and keeps it open ({where}), so N processes write into one file"
-            self.report(call, call=f"{spelling}()", path=shown, consequence=consequence, note=_KEPT_OPEN)
+            note = _KEPT_OPEN if own else _KEPT_OPEN_ELSEWHERE
+            self.report(call, call=f"{spelling}()", path=shown, consequence=consequence, note=note)
 
     def _copy_of_a_save(self, fact, function: cst.FunctionDef) -> bool:
         """`shutil.copyfile(path, best)` after a `torch.save` in the same function: AM510,

@@ -25,6 +25,16 @@ if TYPE_CHECKING:
 # how the findings on the model a set-up hands on (left as written) say so: the safety net
 # (engine._beside_training) reads them as naming no missing set-up of this file
 HANDS_TO = "the model this file hands to"
+# AM001's words where the set-up hands its model on: "it builds `actor_critic` here and hands it to ..."
+BUILDS_AND_HANDS = ("it builds `", "` here and hands it to the training of ")
+
+
+def handed_name(message: str) -> str:
+    """The model named in AM001's `BUILDS_AND_HANDS` words, or ""."""
+    start, end = BUILDS_AND_HANDS
+    before, found, after = message.partition(start)
+    name, found_end, _ = after.partition(end)
+    return name if found and found_end and "`" not in name else ""
 
 
 @dataclass(frozen=True, eq=False)

@@ -275,10 +275,11 @@ DRIVEN_LATER = "this script gets no Accelerator until it is migrated with the mo
 def run_by_other_files(analysis: "ScriptAnalysis", node: cst.CSTNode, names: frozenset[str], unpassed: tuple[str, ...] = ()) -> bool:
     """`node` sits in a function other files of the run call (`called_by_other_files`), or
     in one this file calls from such a function (st-gcn's `IO.gpu()`, called by
-    `Processor.__init__`): a file given no Accelerator whose code still runs on every
-    launched process. Code at module level, under `if __name__ == "__main__":`, and in a
-    block that tests an optional parameter no call of the run passes (`unpassed`:
-    `in_unpassed_branch`) does not count."""
+    `Processor.__init__`), or in a function nested in such a one (a closure it returns or
+    hands on): a file given no Accelerator whose code still runs on every launched
+    process. Code at module level, under `if __name__ == "__main__":`, and in a block that
+    tests an optional parameter no call of the run passes (`unpassed`: `in_unpassed_branch`)
+    does not count."""
     if not names or in_unpassed_branch(analysis, node, unpassed):
         return False
     branches = analysis.branches
@@ -293,6 +294,9 @@ def run_by_other_files(analysis: "ScriptAnalysis", node: cst.CSTNode, names: fro
         if called_by_other_files(analysis, function, names):
             return True
         todo.extend(f for call in branches.callers(function) if (f := branches.function_of(call)) is not None)
+        outer = branches.function_of(function)
+        if outer is not None and id(function) not in analysis.facts.method_of:
+            todo.append(outer)  # a closure its function hands out (envs.py's `_thunk`, called by the vector env)
     return False
 
 

@@ -87,12 +87,101 @@ def _from_rank(analysis: "ScriptAnalysis", expr: cst.BaseExpression, depth: int)
     up to 3 bindings (BLIP's `result_file = os.path.join(dir, '%s_rank%d.json' % (name,
     utils.get_rank()))`)."""
     if any(word in cst.Module([]).code_for_node(expr) for word in _PER_PROCESS):
-        return True
+        return not _only_indices(analysis, expr)
     if depth >= 3 or not isinstance(expr, cst.Name):
         return False
     scope = analysis.scope_of(expr)
     values = [b.element or b.value for b in analysis.facts.bindings if b.name == expr.value and b.scope is scope]
     return bool(values) and all(v is not None and _from_rank(analysis, v, depth + 1) for v in values)
+
+
+def _only_indices(analysis: "ScriptAnalysis", expr: cst.BaseExpression) -> bool:
+    """Every per-process word in `expr` is a parameter named like a rank that each caller
+    in this file fills with a loop's count (pytorch-a2c's `make_env(env_name, seed, i, ...)
+    for i in range(num_processes)`, whose `rank` is an environment's index within one
+    process): the path is the same on every process."""
+    bearers: list[cst.Name] = []
+    other = False
+
+    class _Words(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            nonlocal other
+            other = other or _has_word(cst.Module([]).code_for_node(node))
+            return False  # `args.rank`, `dist.get_rank()`: the process's own
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if _has_word(node.value):
+                bearers.append(node)
+
+        def visit_SimpleString(self, node: cst.SimpleString) -> None:
+            nonlocal other
+            other = other or _has_word(node.value)
+
+        def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:
+            nonlocal other
+            other = other or _has_word(node.value)
+
+    walk(expr, _Words())
+    return bool(bearers) and not other and all(_index_parameter(analysis, name) for name in bearers)
+
+
+def _has_word(text: str) -> bool:
+    return any(word in text for word in _PER_PROCESS)
+
+
+def _index_parameter(analysis: "ScriptAnalysis", name: cst.Name) -> bool:
+    """`name` is a parameter of its function (or of one it is nested in) that every call
+    in this file gives a loop's target: the function runs once per item, in this process."""
+    scope = analysis.scope_of(name)
+    while isinstance(scope, cst.FunctionDef) and name.value not in analysis.facts.params.get(id(scope), ()):
+        if analysis.binds(scope, name.value):
+            return False
+        scope = analysis.scope_of(scope)
+    if not isinstance(scope, cst.FunctionDef):
+        return False
+    callers = analysis.branches.callers(scope)
+    positional = [p.name.value for p in (*scope.params.posonly_params, *scope.params.params)]
+    index = positional.index(name.value)
+    return bool(callers) and all(_loop_target(analysis, _given(call, index, name.value), call) for call in callers)
+
+
+def _given(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | None:
+    given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == keyword), None)
+    if given is None and index < len(call.args) and call.args[index].keyword is None and not call.args[index].star:
+        given = call.args[index].value
+    return given
+
+
+def _loop_target(analysis: "ScriptAnalysis", given: cst.BaseExpression | None, call: cst.Call) -> bool:
+    """`given` is a plain name a `for` or comprehension around `call` binds, not named
+    like a rank."""
+    if not isinstance(given, cst.Name) or _has_word(given.value):
+        return False
+    current = analysis.parent(call)
+    while current is not None and not isinstance(current, (cst.FunctionDef, cst.Module)):
+        if any(isinstance(n, cst.Name) and n.value == given.value for n in _loop_targets(current)):
+            return True
+        current = analysis.parent(current)
+    return False
+
+
+def _loop_targets(node: cst.CSTNode) -> list[cst.BaseExpression]:
+    """The names a `for` statement or a comprehension binds for each item."""
+    if isinstance(node, cst.For):
+        return _targets(node.target)
+    out: list[cst.BaseExpression] = []
+    comprehensions = (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)
+    comp = node.for_in if isinstance(node, comprehensions) else None
+    while comp is not None:
+        out += _targets(comp.target)
+        comp = comp.inner_for_in
+    return out
+
+
+def _targets(target: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _targets(e.value)]
+    return [target]
 
 
 def _from_temporary(analysis: "ScriptAnalysis", expr: cst.CSTNode, depth: int) -> bool:
@@ -248,6 +337,10 @@ def _models_in(analysis: "ScriptAnalysis", obj: cst.BaseExpression) -> tuple[cst
 
         def visit_DictElement(self, node: cst.DictElement) -> None:
             if is_model(node.value):  # `{"model": model, ...}`: pickled whole, with the checkpoint
+                found.append(node.value)
+
+        def visit_Element(self, node: cst.Element) -> None:
+            if is_model(node.value):  # `[actor_critic, obs_rms]` (pytorch-a2c): pickled whole too
                 found.append(node.value)
 
     walk(obj, _Find())

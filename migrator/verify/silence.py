@@ -68,20 +68,25 @@ def _wrapped_for_training(program: Program, text: str, reported: bool = False) -
             return
 
 
-def driven_training(text: str, drives: tuple[tuple, ...], path: str = "", entering: frozenset[str] = frozenset()) -> list[Problem]:
+def driven_training(
+    text: str, drives: tuple[tuple, ...], path: str = "", entering: frozenset[str] = frozenset(), besides: str = "",
+) -> list[Problem]:
     """The calls by which an unmigrated file runs the training of another file of the run
     (`trainer.train_step(...)` of a FasterRCNNTrainer whose methods call backward):
     project/drives.py. The first one is named, once per function or class. The other file
     is named from the folder the two share (trainer/trainer.py for base/base_trainer.py);
     when the run only read it, its findings show in a run given both files. A class that
     creates its own Accelerator (`entering`), fed batch by batch from a loader of this file,
-    is migrated alone: the loader is what this file must prepare, with that Accelerator."""
+    is migrated alone: the loader is what this file must prepare, with that Accelerator.
+    `besides`: the model AM001 already names as handed to a training left as written; only
+    the drives it does not reach are named (pytorch-a2c's GAIL `discr.update(...)` beside
+    the policy handed to PPO)."""
     program = Program.parse(text)
     if program is None or program.prepares or _has_accelerator(program):
         return []
     out, seen = [], set()
     for spelling, line, col, file, name, in_run, *held in drives:
-        if name in seen:
+        if name in seen or besides and _reached_by(program, line, besides):
             continue
         seen.add(name)
         # read around this file only: its findings show in a run given both files (which may still refuse)
@@ -108,7 +113,12 @@ def driven_training(text: str, drives: tuple[tuple, ...], path: str = "", enteri
                 "see one share per process)"
             )
         holder = held[0] if held else ""
-        why = (
+        alongside = (
+            f"it trains beside `{besides}`, which AM001 asks to prepare: prepare the model it trains and its optimizer "
+            "with the same Accelerator when you migrate by hand, or each process trains a copy of its own and the "
+            f"copies drift apart; the findings of {findings_of}{together} name anything else in the way"
+        )
+        why = alongside if besides else (
             f"`{name}` is also called by {holder}, which this run only reads: it would not be updated to pass the "
             "Accelerator, so neither is migrated (run the tool on that file too, or migrate them by hand)"
             if holder else
@@ -121,6 +131,26 @@ def driven_training(text: str, drives: tuple[tuple, ...], path: str = "", enteri
             f"but nothing here was migrated or reported: {why}{batches}",
         ))
     return out[:_LIMIT]
+
+
+def _reached_by(program: Program, line: int, model: str) -> bool:
+    """The drive on `line` is handed `model`, or is a method of an object built with it
+    (`agent = algo.PPO(actor_critic, ...)`, then `agent.update(rollouts)`)."""
+    def hands(call: ast.Call) -> bool:
+        given = [*call.args, *(k.value for k in call.keywords)]
+        return any(dotted(a) == model for a in given)
+
+    for call in program.calls:
+        if call.lineno != line:
+            continue
+        if hands(call):
+            return True
+        receiver = dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
+        if receiver is not None and any(
+            isinstance(a.value, ast.Call) and hands(a.value) for a in program.assigns if a.target == receiver
+        ):
+            return True
+    return False
 
 
 def _fed_unprepared(spelling: str, name: str, where: str, loader: str, known: bool) -> str:

@@ -5031,3 +5031,64 @@ def test_a_save_behind_a_flag_every_caller_sets_to_a_main_process_test_runs_once
     results = _results([os.path.join(root, name) for name in ("train.py", "engine.py", "saver.py")])
     named = [f.code for f in results["saver.py"].findings]
     assert ("AM510" not in named) is written_once, results["saver.py"].findings
+
+
+def test_a_second_learner_trained_beside_a_handed_model_is_named_where_it_is_driven(tmp_path) -> None:
+    """pytorch-a2c's GAIL: main.py hands its policy to a trainer left as written (AM001 says
+    so) and also drives `discr.update(...)`, a discriminator of a file the run only reads
+    that owns its optimizer. AM916 names that call, beside the policy; the trainer's
+    calls, which AM001 already covers, are not named again."""
+    learner = textwrap.dedent('''
+        import torch
+
+        class Discriminator(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.trunk = torch.nn.Linear(3, 1)
+                self.optimizer = torch.optim.Adam(self.trunk.parameters())
+
+            def update(self, obs):
+                loss = self.trunk(obs).mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+    ''')
+    fixture = FIXTURES_HELPERS.parents[2] / "project-rl-set-up-seeds-its-environments" / "input"
+    main = (fixture / "main.py").read_text().replace(
+        "from trainer import Trainer\n", "from trainer import Trainer\nfrom learner import Discriminator\n"
+    ).replace("agent = Trainer(policy, lr=0.01)\n", "agent = Trainer(policy, lr=0.01)\ndiscr = Discriminator()\n").replace(
+        "    loss = agent.update(", "    discr.update(obs.to(device))\n    loss = agent.update("
+    )
+    files = {name: (fixture / name).read_text() for name in ("envs.py", "model.py", "trainer.py")}
+    folder = Path(_project(tmp_path, **files, **{"main.py": main, "learner.py": learner}))
+    results = _results([str(folder / name) for name in ("main.py", "envs.py", "model.py", "trainer.py")])
+    driven = [f for f in results["main.py"].findings if f.code == "AM916"]
+    assert [f.start.line for f in driven] == [main.splitlines().index("    discr.update(obs.to(device))") + 1], driven
+    assert "trains beside `policy`" in driven[0].message and "learner.py" in driven[0].message
+    assert results["main.py"].after == main
+
+
+@pytest.mark.parametrize("rank, named", [("i", True), ("int(os.environ['RANK'])", False)])
+def test_a_path_named_by_a_rank_parameter_is_one_per_process_unless_callers_count_items(tmp_path, rank, named) -> None:
+    """pytorch-a2c's `make_env(env_id, seed, rank, log_dir)` names its Monitor file
+    `<log_dir>/<rank>.monitor.csv`, and `make_vec_envs` calls it for `i in range(count)`:
+    that `rank` is an environment's index, the same N names on every process (AM517).
+    Given the process's rank, the file is each process's own."""
+    envs = textwrap.dedent(f'''
+        import os
+        from stable_baselines3.common.monitor import Monitor
+
+        def make_env(env, seed, rank, log_dir):
+            def _thunk():
+                return Monitor(env, os.path.join(log_dir, str(rank)))
+            return _thunk
+
+        def make_vec_envs(env, seed, count, log_dir):
+            return [make_env(env, seed, {rank}, log_dir)() for i in range(count)]
+    ''')
+    main = "import torch\nfrom envs import make_vec_envs\n\nenvs = make_vec_envs(None, 1, 4, 'logs')\n"
+    results = _results([_project(tmp_path, **{"main.py": main, "envs.py": envs})])
+    kept_open = [f for f in results["envs.py"].findings if f.code == "AM517"]
+    assert bool(kept_open) is named, results["envs.py"].findings
+    if named:
+        assert "Monitor()" in kept_open[0].message and "give each process a file of its own" in kept_open[0].message
