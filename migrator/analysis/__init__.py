@@ -378,10 +378,22 @@ def _training_block(facts: Facts, roles: RoleTable, parent) -> tuple[Block | Non
     optimizers.sort(key=lambda b: role_of_value(b.element or b.value, facts.imports, local_models) is not Role.OPTIMIZER)
     for b in optimizers:
         block = enclosing_block(b.statement, parent)
+        if block is not None and _in_an_optimizer_class(facts, block):
+            continue
         home = _caller_of_factory(facts, roles, block, b.name, parent) if block is not None else None
         if home is not None:
             return home, False
     return None, False
+
+
+def _in_an_optimizer_class(facts: Facts, block: Block) -> bool:
+    """A method of a class built on torch's Optimizer (pytorch-a2c's KFACOptimizer, keeping
+    an SGD inside for its own step): an optimizer its user builds, never a set-up."""
+    cls = facts.method_of.get(id(block.scope))
+    return cls is not None and any(
+        (facts.imports.qualify(b.value) or "") in ("torch.optim.Optimizer", "torch.optim.optimizer.Optimizer")
+        for b in cls.bases
+    )
 
 
 def _caller_of_factory(facts: Facts, roles: RoleTable, block: Block, optimizer: str, parent) -> Block | None:

@@ -5092,3 +5092,57 @@ def test_a_path_named_by_a_rank_parameter_is_one_per_process_unless_callers_coun
     assert bool(kept_open) is named, results["envs.py"].findings
     if named:
         assert "Monitor()" in kept_open[0].message and "give each process a file of its own" in kept_open[0].message
+
+
+def test_a_module_whose_gradients_are_cleared_by_its_own_zero_grad_stays_a_model() -> None:
+    """pytorch-a2c's ACKTR keeps the policy (`self.actor_critic = actor_critic`) and calls
+    `self.actor_critic.zero_grad()` before its Fisher loss, clipping
+    `self.actor_critic.parameters()` after: a module, which its callers hand as the model
+    (not the optimizer AM914 had said `evaluate(actor_critic, ...)` receives)."""
+    from migrator.project.index import _functions
+
+    functions = _functions(ast.parse(textwrap.dedent('''\
+        import torch
+
+
+        class Agent:
+            def __init__(self, actor_critic, lr):
+                self.actor_critic = actor_critic
+                self.optimizer = torch.optim.SGD(actor_critic.parameters(), lr=lr)
+
+            def update(self, obs):
+                self.actor_critic.zero_grad()
+                loss = self.actor_critic(obs).sum()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.actor_critic.parameters(), 0.5)
+                self.optimizer.step()
+
+
+        def clear(opt):
+            opt.zero_grad()
+    ''')))
+    assert dict(functions["Agent"].param_roles) == {"actor_critic": "model"}
+    assert dict(functions["clear"].param_roles) == {"opt": "optimizer"}
+
+
+def test_a_class_built_on_torch_s_optimizer_gets_no_accelerator_of_its_own(tmp_path) -> None:
+    """pytorch-a2c's KFACOptimizer(optim.Optimizer) keeps the model it is handed and an SGD
+    it steps inside its own `step`: an optimizer its user builds, not a set-up to give an
+    Accelerator and prepare in its `__init__`."""
+    kfac = textwrap.dedent('''\
+        import torch
+        import torch.optim as optim
+
+
+        class KFACOptimizer(optim.Optimizer):
+            def __init__(self, model, lr=0.25):
+                super().__init__(model.parameters(), dict(lr=lr))
+                self.model = model
+                self.optim = optim.SGD(model.parameters(), lr=lr)
+
+            def step(self):
+                self.optim.step()
+    ''')
+    results = _results([_project(tmp_path, **{"kfac.py": kfac})])
+    assert results["kfac.py"].after == kfac, results["kfac.py"].after
+    assert "AM001" not in {f.code for f in results["kfac.py"].findings}
