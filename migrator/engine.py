@@ -335,7 +335,7 @@ def _attempted_only(attempt: EngineOutcome, lint: EngineOutcome) -> tuple[Findin
     found: dict[tuple[str, int], Finding] = {}
     for finding in attempt.findings:
         if finding.fixed and not finding.code.startswith("AM00") and (finding.code, finding.message, finding.start.line) not in named:
-            message = finding.message + _BY_HAND.format(fix=_fix_title(finding.code))
+            message = finding.message + _BY_HAND.format(fix=_fix_title(finding.code, finding.message))
             found.setdefault((finding.code, finding.start.line), replace(finding, message=message, fixed=False, fixable=False, unsafe_fix=False))
     return tuple(found.values())
 
@@ -343,12 +343,13 @@ def _attempted_only(attempt: EngineOutcome, lint: EngineOutcome) -> tuple[Findin
 _BY_HAND = " (a change the refused migration made; make it too when you migrate by hand{fix})"
 
 
-def _fix_title(code: str) -> str:
-    """`: use `accelerator.unwrap_model(model).attr``: what the change is, in the rule's words."""
+def _fix_title(code: str, message: str) -> str:
+    """`: use `accelerator.unwrap_model(self.actor_critic).is_recurrent``: what the change
+    is, in the rule's words for that finding."""
     from migrator.registry import all_rules
 
     rule = next((r for r in all_rules() if r.code == code), None)
-    title = rule.fix_title if rule is not None else None
+    title = rule.fix_title_for(message) if rule is not None else None
     return f": {title[0].lower()}{title[1:]}" if title else ""
 
 

@@ -93,6 +93,12 @@ class Rule(cst.BatchableCSTVisitor):
     name: ClassVar[str]
     message: ClassVar[str]
     fix_title: ClassVar[str | None] = None
+
+    @classmethod
+    def fix_title_for(cls, message: str) -> str | None:
+        """`fix_title` in the words of one finding (its message): what a refused migration
+        changed there, for the hand migration to do too. By default the rule's title."""
+        return cls.fix_title
     fix: ClassVar[FixAvailability] = FixAvailability.NEVER
     safety: ClassVar[Safety] = Safety.SAFE
     targets: ClassVar[frozenset[Target]] = frozenset(Target)

@@ -17,6 +17,11 @@ from migrator.rule import Example, FixAvailability, Rule
 
 _WHY = {
     "": "the DDP wrapper it is on N processes has none of the user model's attributes",
+    # the runtime's wrapper answers for the module (runtime/prepared/ddp.py), Accelerate's does not
+    "runtime": (
+        "on N processes it is a DDP wrapper: Accelerate's has none of the user model's attributes (this runtime's "
+        "forwards them), and a method called through it runs outside DDP's forward, without the gradient sync"
+    ),
     "state_dict": "its keys gain DDP's `module.` prefix on N processes",
     "load_state_dict": "it expects keys with DDP's `module.` prefix on N processes",
     "no_sync": "only the DDP wrapper has it, and the model is not wrapped on one process",
@@ -114,6 +119,23 @@ class PreparedModelAttribute(Rule):
         ),
     )
 
+    @classmethod
+    def fix_title_for(cls, message: str) -> str | None:
+        """`use accelerator.unwrap_model(self.actor_critic).is_recurrent` for the finding on
+        `self.actor_critic.is_recurrent`."""
+        use = message.split("`")[1] if message.startswith("`") and message.count("`") >= 2 else ""
+        model, _, attr = use.rpartition(".")
+        if not model or not attr.isidentifier():
+            return cls.fix_title
+        return f"Use `accelerator.unwrap_model({model}).{attr}`"
+
+    def _why(self, attr: str) -> str:
+        """Why `model.attr` goes wrong once prepared; for any other attribute, as the
+        target's wrapper behaves."""
+        if attr in _WHY and attr not in ("", "runtime"):
+            return _WHY[attr]
+        return _WHY["runtime"] if self.ctx.target.value == "runtime" else _WHY[""]
+
     def visit_Module(self, node: cst.Module) -> None:
         for use in wrapped_uses(self.analysis):
             if use.attr in MODULE_API and use.attr not in _STRUCTURE or use.attr == "module":
@@ -150,7 +172,7 @@ class PreparedModelAttribute(Rule):
             name = prepared_model_at(analysis, arg)
             if name is None:
                 continue
-            fields = {"use": f"{param}.{attr}", "why": _WHY.get(attr, _WHY[""])}
+            fields = {"use": f"{param}.{attr}", "why": self._why(attr)}
             accelerator = analysis.accelerator_at(arg)
             if accelerator is not None and not trains:  # it reads, never trains: hand it the model itself
                 new = cst.parse_expression(f"{accelerator}.unwrap_model({name})")
@@ -209,7 +231,7 @@ class PreparedModelAttribute(Rule):
                 f" gets no Accelerator yet; once it is prepared by hand (AM001), use `accelerator.unwrap_model({name}).{attr}`"
                 " outside the training step, and the model's forward inside it)"
             )
-            self.report(up, use=f"{name}.{attr}", why=_WHY.get(attr, _WHY[""]), note=note)
+            self.report(up, use=f"{name}.{attr}", why=self._why(attr), note=note)
         for fact, arg, (spelling, _, param, attr, read, trains) in self._handed_to_readers():
             if dotted_name(arg) != name:
                 continue
@@ -226,7 +248,7 @@ class PreparedModelAttribute(Rule):
                 f" (left as written: `{spelling}(...)` reads `{param}.{attr}` ({read}) of `{name}`, {HANDS_TO}"
                 f" `{handed.spelling}` ({where}), which gets no Accelerator yet; once it is prepared by hand (AM001), {then})"
             )
-            self.report(arg, use=f"{param}.{attr}", why=_WHY.get(attr, _WHY[""]), note=note)
+            self.report(arg, use=f"{param}.{attr}", why=self._why(attr), note=note)
 
     def _traced(self) -> None:
         """`writer.add_graph(model, x)`, `torch.jit.trace(model, x)`, `summary(model, ...)`:
@@ -256,7 +278,7 @@ class PreparedModelAttribute(Rule):
 
     def _check(self, use: WrappedUse) -> None:
         accelerator = self.analysis.accelerator_at(use.attribute)
-        fields = {"use": f"{use.name}.{use.attr}", "why": _WHY.get(use.attr, _WHY[""])}
+        fields = {"use": f"{use.name}.{use.attr}", "why": self._why(use.attr)}
         if accelerator is None:
             self.report(use.attribute, note=" (left as written: the Accelerator cannot be reached from here)", **fields)
             return

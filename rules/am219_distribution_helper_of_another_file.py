@@ -109,7 +109,10 @@ class DistributionHelperOfAnotherFile(Rule):
                 advice=(
                     "accelerator.prepare() wraps the model for this process, so a second wrap would nest in it "
                     "(left as written): drop the call, take the device it chose from `accelerator.device`, "
-                    "and hand the model to prepare()"
+                    "and hand the model to prepare(); its wrap also moved every batch onto the GPU in the forward, "
+                    "which prepare() does only for prepared loaders: batches of one left out of prepare() (an "
+                    "inference loader, one handed to another file's code) then need `.to(accelerator.device)` "
+                    "where they are used"
                 ),
             )
         for helper in analysis.patterns.distribution.helper_calls:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.analysis.ddp_options import unused_option_action
+from migrator.analysis.ddp_options import built_here, unused_option_action
+from migrator.analysis.handed_models import handed_model
+from migrator.analysis.unused_layers import UnusedLayer
 from migrator.rule import Example, Rule
 
 
@@ -56,7 +58,7 @@ class LayerNeverUsed(Rule):
     code = "AM228"
     name = "layer-never-used"
     message = (
-        "`{attribute}` {where} (`nn.{layer}`) is never used, so its parameters get no gradient and DDP would stop "
+        "`{attribute}` {where} (`{layer}`) is never used, so its parameters get no gradient and DDP would stop "
         "at the second step: {action} `DistributedDataParallelKwargs(find_unused_parameters=True)`; cheaper, where "
         "no checkpoint needs its keys: delete the layer"
     )
@@ -77,8 +79,25 @@ class LayerNeverUsed(Rule):
     def visit_Module(self, node: cst.Module) -> None:
         analysis = self.analysis
         patterns = analysis.patterns
-        if patterns is None or not analysis.migrating or not patterns.ddp.layers:
+        if not analysis.migrating:
+            self._handed_on()
+            return
+        if patterns is None or not patterns.ddp.layers:
             return
         action = unused_option_action(analysis)
         for unused in patterns.ddp.layers:
+            self.report(unused.built, attribute=unused.attribute, where=unused.where, layer=unused.layer, action=action)
+
+    def _handed_on(self) -> None:
+        """A set-up left as written that builds a model of another file and hands it to a
+        training that gets no Accelerator (AM001 asks for one before the model): the layer
+        is named, for the Accelerator made by hand (Chinese-Text-Classification's run.py,
+        whose Transformer keeps a template encoder it only copies)."""
+        analysis = self.analysis
+        handed = handed_model(analysis, self.ctx.config)
+        if handed is None:
+            return
+        layers = [u for u in built_here(analysis.facts, dict(self.ctx.config.project_unused)) if isinstance(u, UnusedLayer)]
+        for unused in layers:
+            action = f"left as written: once `{handed.binding.name}` is prepared by hand (AM001), the Accelerator needs"
             self.report(unused.built, attribute=unused.attribute, where=unused.where, layer=unused.layer, action=action)

@@ -9,7 +9,7 @@ from migrator.analysis.names import LIBRARY_ROOTS
 from migrator.analysis.reach import DRIVEN_LATER, NO_ACCELERATOR_YET, ONE_PROCESS, run_by_other_files
 from migrator.analysis.random_draws import unique_draw, unseeded_draw
 from migrator.analysis.saving import barrier_anchor, per_process_path
-from migrator.analysis.roles import optimizer_containers
+from migrator.analysis.roles import optimizer_containers, returned_values
 from migrator.cst import adjacent_runs, wrap_statements
 from migrator.edits import Edit, Fix
 from migrator.rule import Example, FixAvailability, Rule
@@ -60,6 +60,12 @@ _KEPT_OPEN = (
     " of its own (`accelerator.process_index` in its name))"
 )
 _ELSEWHERE = f" ({NO_ACCELERATOR_YET}: write it on one process only, at the call or here {ONE_PROCESS})"
+# ... in a function that hands a result back (human-pose's `evaluate`, writing its results
+# file and returning the scores): gated at the call, the other processes would get nothing
+_ELSEWHERE_RETURNING = (
+    f" ({NO_ACCELERATOR_YET}: write it on one process only, here {ONE_PROCESS}, not at the call: `{{function}}` hands"
+    " back a result its callers may use on every process)"
+)
 # ... an object kept open there (stable-baselines' Monitor in a helper that builds environments)
 _KEPT_OPEN_ELSEWHERE = (
     f" ({NO_ACCELERATOR_YET}: give each process a file of its own (the process's rank in its name, or in the"
@@ -255,7 +261,9 @@ class FileWrittenOnEveryProcess(Rule):
             if run_by_other_files(analysis, call, self.ctx.config.run_callers, self.ctx.config.project_unpassed):
                 fields = {"call": shown, "path": _short(path) if path is not call else "a file", "consequence": self._consequence(path)}
                 read_back = path is not call and self._read_back(path, call, same_function=True)
-                self.report(call, note=_ELSEWHERE_READ_BACK if read_back else _ELSEWHERE, **fields)
+                returns = any(value is not None for value in returned_values(function))
+                note = _ELSEWHERE_RETURNING.replace("{function}", function.name.value) if returns else _ELSEWHERE
+                self.report(call, note=_ELSEWHERE_READ_BACK if read_back else note, **fields)
 
     def _kept_open_files(self, own: bool) -> None:
         """An object of another file's class that keeps a file open for writing, built by

@@ -105,7 +105,7 @@ def ddp_options(
     that hold an unused pooler or head, each described as project/unused.py writes it;
     `training_scope`: where the Accelerator is created (see _wrap_options)."""
     carried = dict(_wrap_options(facts, training_scope))
-    elsewhere = _built_here(facts, models or {})
+    elsewhere = built_here(facts, models or {})
     poolers = tuple(unused_poolers(facts, parent)) + tuple(p for p in elsewhere if isinstance(p, UnusedPooler))
     heads = tuple(unused_heads(facts, parent)) + tuple(h for h in elsewhere if isinstance(h, UnusedHead))
     layers = tuple(unused_layers(facts, module)) if module is not None else ()
@@ -153,7 +153,9 @@ def describe(unused: UnusedPooler | UnusedHead | UnusedLayer, where: str) -> str
     return f"pooler {unused.attribute} {unused.family} {unused.where} in {where}"
 
 
-def _built_here(facts: Facts, models: Mapping[str, str]) -> list[UnusedPooler | UnusedHead | UnusedLayer]:
+def built_here(facts: Facts, models: Mapping[str, str]) -> list[UnusedPooler | UnusedHead | UnusedLayer]:
+    """The unused parts of other files' model classes (Config.project_unused, as `describe`
+    writes them), at the calls of this file that build those models."""
     out: list[UnusedPooler | UnusedHead | UnusedLayer] = []
     for c in facts.calls:
         described = models.get(c.func or "")

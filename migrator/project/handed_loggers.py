@@ -56,13 +56,23 @@ def _first_of_each(found: set[tuple[str, str, str, str]]) -> tuple[tuple[str, st
 
 
 def _writers_bound(tree: ast.Module) -> dict[str, list[tuple[str, int]]]:
-    """Names bound to a writer (key "") or to a dict literal holding one under a string key."""
+    """Names bound to a writer (key "") or to a dict literal holding one under a string key.
+    A name also bound to None is a writer some runs do without (3D-ResNets' `tb_writer`,
+    made `if opt.tensorboard and opt.is_master_node`, None otherwise): the functions handed
+    it already test it, and the caller's own AM520 says whether it is made on every process."""
     imports = module_imports(tree)
     out: dict[str, list[tuple[str, int]]] = {}
+    optional = {
+        node.targets[0].id for node in ast.walk(tree)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Constant) and node.value.value is None
+    }
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
             continue
         name, value = node.targets[0].id, node.value
+        if name in optional:
+            continue
         if _writer(value, imports):
             out.setdefault(name, []).append(("", value.lineno))
         elif isinstance(value, ast.Dict):

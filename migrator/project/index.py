@@ -117,7 +117,16 @@ def linked(sources: dict[str, bytes]) -> set[str]:
                     hits = {other for m in names for other in _ending_with(m, absolute) if other != path}
             if hits:
                 out |= hits | {path}
+        for package in _PICKED_PACKAGE.findall(data):  # `import_module('models.' + name)`: any module there
+            folders = _folders(os.path.dirname(absolute[path]), root)
+            first = package.split(b".")[0]
+            hits = {other for f in folders for other in tops.get((f, first), ()) if other != path}
+            if hits:
+                out |= hits | {path}
     return out
+
+
+_PICKED_PACKAGE = re.compile(rb"import_module\(\s*['\"]([\w.]+)\.['\"]\s*\+")
 
 
 def _extends_path_text(path: str, data: bytes, sources: dict[str, bytes], absolute: dict[str, str]) -> bool:
@@ -1183,6 +1192,14 @@ def _index_file(
                     any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords),
                     id(node) in main_only,
                 ))
+    for node, target, spelling in _calls_of_picked_modules(path, tree, run, root, trees or {}):
+        result.calls.append(Call(
+            spelling, target,
+            tuple(a.id if isinstance(a, ast.Name) else None for a in node.args if not isinstance(a, ast.Starred)),
+            tuple((k.arg, k.value.id if isinstance(k.value, ast.Name) else None) for k in node.keywords if k.arg),
+            any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords),
+            id(node) in main_only,
+        ))
     result.instances = {name: follow(made) for name, made in _instances(tree, modules, functions).items()}
     result.picked = _picked_instances(tree, modules, run, root, trees or {})
     for node in ast.walk(tree):  # `ConfigParser.from_args(args)`: a method called on a class of another file
@@ -1476,6 +1493,49 @@ def _instances(tree: ast.Module, modules, functions) -> dict[str, tuple[str, str
         if len(made) == 1 and None not in made:
             found[name] = made.pop()
     return found
+
+
+def _calls_of_picked_modules(path: str, tree: ast.Module, run: dict[str, str], root: str, trees) -> list[tuple[ast.Call, tuple[str, str], str]]:
+    """`x = import_module('models.' + name)`, then `x.Model(config)` (Chinese-Text-Classification's
+    run.py picking its model's module by name): a call of that function or class of every
+    module of the run in that package, as (call, target, spelling)."""
+    here = os.path.dirname(os.path.abspath(path))
+    picked: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        package = _package_picked(node.value)
+        if package is None:
+            continue
+        base = here
+        while True:
+            folder = os.path.join(base, *package.split("."))
+            found = sorted(v for k, v in run.items() if os.path.dirname(k) == folder and not k.endswith("__init__.py"))
+            if found or base == root or len(base) <= len(root):
+                break
+            base = os.path.dirname(base)
+        if found:
+            picked[node.targets[0].id] = found
+    out = []
+    for node in ast.walk(tree) if picked else ():
+        func = node.func if isinstance(node, ast.Call) else None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in picked:
+            for module in picked[func.value.id]:
+                if func.attr in _top_level(trees, module):
+                    out.append((node, (module, func.attr), f"{func.value.id}.{func.attr}"))
+    return out
+
+
+def _package_picked(value: ast.expr) -> str | None:
+    """`models` of `import_module('models.' + name)` (or `importlib.import_module`)."""
+    if not (isinstance(value, ast.Call) and value.args and (chain(value.func) or "").rpartition(".")[2] == "import_module"):
+        return None
+    text = value.args[0]
+    if isinstance(text, ast.BinOp) and isinstance(text.op, ast.Add) and isinstance(text.left, ast.Constant):
+        prefix = text.left.value
+        if isinstance(prefix, str) and prefix.endswith(".") and all(p.isidentifier() for p in prefix[:-1].split(".")):
+            return prefix[:-1]
+    return None
 
 
 def _picked_instances(tree: ast.Module, modules: dict[str, str], run, root, trees) -> dict[str, tuple[tuple[str, str], ...]]:

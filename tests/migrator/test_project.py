@@ -5146,3 +5146,142 @@ def test_a_class_built_on_torch_s_optimizer_gets_no_accelerator_of_its_own(tmp_p
     results = _results([_project(tmp_path, **{"kfac.py": kfac})])
     assert results["kfac.py"].after == kfac, results["kfac.py"].after
     assert "AM001" not in {f.code for f in results["kfac.py"].findings}
+
+
+def test_a_writer_some_runs_do_without_is_not_named_where_it_is_handed(tmp_path) -> None:
+    """3D-ResNets makes `tb_writer = SummaryWriter(...)` on the master node only and None
+    elsewhere, and hands it to `train_epoch`, which tests `if tb_writer is not None`: its uses
+    there need no guard, and there is no AM520 at the making for them to point to."""
+    engine = textwrap.dedent('''\
+        import torch
+
+
+        def train_epoch(epoch, loader, model, opt, tb_writer=None):
+            for x, y in loader:
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            if tb_writer is not None:
+                tb_writer.add_scalar("train/loss", loss.item(), epoch)
+    ''')
+    train = textwrap.dedent('''\
+        import os
+        import torch
+        from torch.utils.tensorboard import SummaryWriter
+        from engine import train_epoch
+
+        model = torch.nn.Linear(4, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+        loader = torch.utils.data.DataLoader(data, batch_size=8, shuffle=True)
+        if int(os.environ.get("RANK", 0)) == 0:
+            tb_writer = SummaryWriter(log_dir="runs")
+        else:
+            tb_writer = None
+        for epoch in range(3):
+            train_epoch(epoch, loader, model, opt, tb_writer)
+    ''')
+    results = _results([_project(tmp_path, **{"train.py": train, "engine.py": engine})])
+    assert not [f for r in results.values() for f in r.findings if f.code == "AM520"], results["engine.py"].findings
+
+
+def test_a_helper_of_another_file_wrapping_the_model_is_named_with_the_batches_its_wrap_moved(tmp_path) -> None:
+    """3D-ResNets' `make_data_parallel(model, ...)` (model.py) wraps the model in
+    DataParallel, which moved every batch onto the GPU: AM219 says to drop the call, and
+    that batches of loaders left out of prepare() then need a move of their own."""
+    helpers = textwrap.dedent('''\
+        import torch
+
+
+        def make_data_parallel(model, device):
+            return torch.nn.DataParallel(model).to(device)
+    ''')
+    main = textwrap.dedent('''\
+        import torch
+        from helpers import make_data_parallel
+
+        device = torch.device("cuda")
+        model = make_data_parallel(torch.nn.Linear(4, 2), device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+        loader = torch.utils.data.DataLoader(data, batch_size=8, shuffle=True)
+        for x, y in loader:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    ''')
+    results = _results([_project(tmp_path, **{"main.py": main, "helpers.py": helpers})])
+    named = [f.message for f in results["main.py"].findings if f.code == "AM219"]
+    assert named and "drop the call" in named[0] and "need `.to(accelerator.device)`" in named[0], results["main.py"].findings
+
+
+def test_a_template_layer_only_copied_in_a_model_picked_by_module_name_is_known_where_the_model_is_built(tmp_path, monkeypatch) -> None:
+    """Chinese-Text-Classification: run.py picks its model's module by name
+    (`x = import_module('models.' + name)`, then `x.Model(config)`) and hands the model to
+    train() of another file; models/Transformer.py keeps `self.encoder`, a module of its
+    own, only to stack `copy.deepcopy` copies of it, so its parameters never get a gradient
+    and DDP stops at the second step: the layer is known where the model is built (AM228
+    names it there in a set-up left as written, or gives its Accelerator the option)."""
+    transformer = textwrap.dedent('''\
+        import copy
+        import torch.nn as nn
+
+
+        class Encoder(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.feed_forward = nn.Linear(dim, dim)
+
+            def forward(self, x):
+                return self.feed_forward(x)
+
+
+        class Model(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.encoder = Encoder(config.dim)
+                self.encoders = nn.ModuleList([copy.deepcopy(self.encoder) for _ in range(2)])
+                self.fc = nn.Linear(config.dim, 2)
+
+            def forward(self, x):
+                for encoder in self.encoders:
+                    x = encoder(x)
+                return self.fc(x)
+    ''')
+    run = textwrap.dedent('''\
+        import sys
+        from importlib import import_module
+        from train_eval import train
+
+        x = import_module('models.' + sys.argv[1])
+        config = x.Config()
+        model = x.Model(config)
+        train(config, model)
+    ''')
+    train_eval = textwrap.dedent('''\
+        import torch
+
+
+        def train(config, model):
+            optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+            for x, y in config.batches:
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            model.load_state_dict(torch.load(config.save_path))
+    ''')
+    config = "class Config:\n    dim = 4\n    lr = 0.1\n    batches = []\n    save_path = 'best.pt'\n"
+    files = {"run.py": run, "train_eval.py": train_eval, "models/Transformer.py": transformer + "\n\n" + config}
+    files["models/Linear.py"] = "import torch.nn as nn\n\n\nclass Model(nn.Linear):\n    pass\n\n\n" + config
+    root = Path(_project(tmp_path, **files))
+    sources = {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*.py")}
+    monkeypatch.chdir(root)
+    assert project.linked(sources) == set(sources)
+    indexed = project.index({p: data.decode() for p, data in sources.items()})
+    built = {c.target for c in indexed["run.py"].calls if c.spelling == "x.Model"}
+    assert built == {("models/Transformer.py", "Model"), ("models/Linear.py", "Model")}
+    unused = dict(project.unused_models(sources, indexed)["run.py"])
+    assert unused == {"x.Model": "layer self.encoder Encoder of `Model`, whose copies (`copy.deepcopy`) run in its place, in models/Transformer.py"}
