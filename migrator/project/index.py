@@ -805,11 +805,11 @@ def _param_roles(
     is stepped in the block that calls `.backward()` an optimizer (a scheduler stepped
     after the epoch's loop is not), one put in `.train()` /
     `.eval()` a model, and one a `for` draws batches from (the body runs the model or moves
-    them to a device) a loader. One whose `.parameters()` are read is a model, even where
-    its `.zero_grad()` is called. A parameter used two ways is left out."""
+    them to a device) a loader. One whose `.parameters()` are read is no optimizer, even
+    where its `.zero_grad()` is called. A parameter used two ways is left out."""
     names = set(params)
     found: dict[str, set[str]] = {}
-    modules: set[str] = set()  # names whose parameters are read: modules, whatever else they do
+    modules: set[str] = set()  # names whose parameters are read: modules, never optimizers
     beside_backward = _steps_beside_backward(function)
     name_of = name_of or (lambda node: node.id if isinstance(node, ast.Name) and node.id in names else None)
 
@@ -827,8 +827,8 @@ def _param_roles(
                 note(node.func.value, "model")
             elif method in ("parameters", "named_parameters") and (name := name_of(node.func.value)) is not None:
                 modules.add(name)
-    for name in modules:  # `self.actor_critic.zero_grad()` of a module (pytorch-a2c's ACKTR): no optimizer
-        found[name] = (found.get(name, set()) - {"optimizer"}) | {"model"}
+    for name in modules & set(found):  # `self.actor_critic.zero_grad()` of a module (pytorch-a2c's ACKTR): no optimizer
+        found[name].discard("optimizer")
     models = {name for name, roles in found.items() if roles == {"model"}}
     bars = _progress_bars(function)
     for node in ast.walk(function):

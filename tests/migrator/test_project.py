@@ -5094,11 +5094,12 @@ def test_a_path_named_by_a_rank_parameter_is_one_per_process_unless_callers_coun
         assert "Monitor()" in kept_open[0].message and "give each process a file of its own" in kept_open[0].message
 
 
-def test_a_module_whose_gradients_are_cleared_by_its_own_zero_grad_stays_a_model() -> None:
+def test_a_module_whose_gradients_are_cleared_by_its_own_zero_grad_is_no_optimizer() -> None:
     """pytorch-a2c's ACKTR keeps the policy (`self.actor_critic = actor_critic`) and calls
     `self.actor_critic.zero_grad()` before its Fisher loss, clipping
-    `self.actor_critic.parameters()` after: a module, which its callers hand as the model
-    (not the optimizer AM914 had said `evaluate(actor_critic, ...)` receives)."""
+    `self.actor_critic.parameters()` after: a module, not the optimizer AM914 had said
+    `evaluate(actor_critic, ...)` receives (an optimizer factory reading `model.parameters()`
+    makes no model of its parameter either)."""
     from migrator.project.index import _functions
 
     functions = _functions(ast.parse(textwrap.dedent('''\
@@ -5121,7 +5122,7 @@ def test_a_module_whose_gradients_are_cleared_by_its_own_zero_grad_stays_a_model
         def clear(opt):
             opt.zero_grad()
     ''')))
-    assert dict(functions["Agent"].param_roles) == {"actor_critic": "model"}
+    assert "actor_critic" not in dict(functions["Agent"].param_roles)
     assert dict(functions["clear"].param_roles) == {"opt": "optimizer"}
 
 
