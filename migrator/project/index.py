@@ -1185,21 +1185,9 @@ def _index_file(
             target = follow(target)
             if target is not None:
                 called.add(id(node.func))
-                result.calls.append(Call(
-                    spelling, target,
-                    tuple(a.id if isinstance(a, ast.Name) else None for a in node.args if not isinstance(a, ast.Starred)),
-                    tuple((k.arg, k.value.id if isinstance(k.value, ast.Name) else None) for k in node.keywords if k.arg),
-                    any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords),
-                    id(node) in main_only,
-                ))
+                result.calls.append(_call(node, spelling, target, id(node) in main_only))
     for node, target, spelling in _calls_of_picked_modules(path, tree, run, root, trees or {}):
-        result.calls.append(Call(
-            spelling, target,
-            tuple(a.id if isinstance(a, ast.Name) else None for a in node.args if not isinstance(a, ast.Starred)),
-            tuple((k.arg, k.value.id if isinstance(k.value, ast.Name) else None) for k in node.keywords if k.arg),
-            any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords),
-            id(node) in main_only,
-        ))
+        result.calls.append(_call(node, spelling, target, id(node) in main_only))
     result.instances = {name: follow(made) for name, made in _instances(tree, modules, functions).items()}
     result.picked = _picked_instances(tree, modules, run, root, trees or {})
     for node in ast.walk(tree):  # `ConfigParser.from_args(args)`: a method called on a class of another file
@@ -1495,7 +1483,20 @@ def _instances(tree: ast.Module, modules, functions) -> dict[str, tuple[str, str
     return found
 
 
-def _calls_of_picked_modules(path: str, tree: ast.Module, run: dict[str, str], root: str, trees) -> list[tuple[ast.Call, tuple[str, str], str]]:
+def _call(node: ast.Call, spelling: str, target: tuple[str, str], main_only: bool) -> "Call":
+    """The index's record of a call of another file's function or class."""
+    return Call(
+        spelling, target,
+        tuple(a.id if isinstance(a, ast.Name) else None for a in node.args if not isinstance(a, ast.Starred)),
+        tuple((k.arg, k.value.id if isinstance(k.value, ast.Name) else None) for k in node.keywords if k.arg),
+        any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords),
+        main_only,
+    )
+
+
+def _calls_of_picked_modules(
+    path: str, tree: ast.Module, run: dict[str, str], root: str, trees,
+) -> list[tuple[ast.Call, tuple[str, str], str]]:
     """`x = import_module('models.' + name)`, then `x.Model(config)` (Chinese-Text-Classification's
     run.py picking its model's module by name): a call of that function or class of every
     module of the run in that package, as (call, target, spelling)."""
