@@ -20,8 +20,9 @@ _NORMALIZERS = {
     "gymnasium.wrappers.NormalizeReward",
 }
 _REMEDY = (
-    "average the statistics over the processes after each rollout (an all-reduce of their mean, variance and count), "
-    "or keep them per process knowingly and save the main process's with the model"
+    "merge the statistics over the processes after each rollout (all-reduce the sums of count, count * mean and "
+    "count * (var + mean**2), then mean = sum / count and var = sum / count - mean**2), or keep them per process "
+    "knowingly and save the main process's with the model"
 )
 
 
@@ -48,9 +49,10 @@ class RunningNormalizerPerProcess(Rule):
     envs = VecNormalize(DummyVecEnv([make_env(i) for i in range(8)]))
     ```
 
-    Use instead: keep the wrapper, and after each rollout average its `obs_rms` mean,
-    variance and count over the processes (`torch.distributed.all_reduce` of tensors
-    made from them), or keep them per process and save the main process's with the model.
+    Use instead: keep the wrapper, and after each rollout merge its `obs_rms` over the
+    processes (`torch.distributed.all_reduce` of the sums of count, count * mean and
+    count * (var + mean**2), from which the global mean and variance follow), or keep them
+    per process and save the main process's with the model.
 
     ## Known limits
     Only named, never changed: the statistics are NumPy arrays the wrapper owns, and

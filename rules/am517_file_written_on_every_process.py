@@ -293,6 +293,8 @@ class FileWrittenOnEveryProcess(Rule):
             ):
                 continue
             shown = _short(path) if path is not call else "a file"
+            if path is not call and any(word in _short(path) for word in ("rank", "process_index")):
+                where += "; the rank in its name is a parameter each call fills with a loop's count, not the process's"
             consequence = f"each process opens it for writing and keeps it open ({where}), so N processes write into one file"
             note = _KEPT_OPEN if own else _KEPT_OPEN_ELSEWHERE
             self.report(call, call=f"{spelling}()", path=shown, consequence=consequence, note=note)
