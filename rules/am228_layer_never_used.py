@@ -60,7 +60,7 @@ class LayerNeverUsed(Rule):
     message = (
         "`{attribute}` {where} (`{layer}`) is never used, so its parameters get no gradient and DDP would stop "
         "at the second step: {action} `DistributedDataParallelKwargs(find_unused_parameters=True)`; cheaper, where "
-        "no checkpoint needs its keys: delete the layer"
+        "no checkpoint needs its keys: {cheaper}"
     )
     examples = (
         Example(
@@ -86,7 +86,7 @@ class LayerNeverUsed(Rule):
             return
         action = unused_option_action(analysis)
         for unused in patterns.ddp.layers:
-            self.report(unused.built, attribute=unused.attribute, where=unused.where, layer=unused.layer, action=action)
+            self.report(unused.built, action=action, **_fields(unused))
 
     def _handed_on(self) -> None:
         """A set-up left as written that builds a model of another file and hands it to a
@@ -100,4 +100,13 @@ class LayerNeverUsed(Rule):
         layers = [u for u in built_here(analysis.facts, dict(self.ctx.config.project_unused)) if isinstance(u, UnusedLayer)]
         for unused in layers:
             action = f"left as written: once `{handed.binding.name}` is prepared by hand (AM001), the Accelerator needs"
-            self.report(unused.built, attribute=unused.attribute, where=unused.where, layer=unused.layer, action=action)
+            self.report(unused.built, action=action, **_fields(unused))
+
+
+def _fields(unused: UnusedLayer) -> dict[str, str]:
+    """A template kept only to be copied goes after the copies are made (deleted before,
+    the copies would have nothing to copy)."""
+    copied = "copy.deepcopy" in unused.where
+    attribute = unused.attribute
+    cheaper = f"`del {attribute}` once the copies are made" if copied else "delete the layer"
+    return {"attribute": attribute, "where": unused.where, "layer": unused.layer, "cheaper": cheaper}
