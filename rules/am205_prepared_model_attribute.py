@@ -12,6 +12,7 @@ from migrator.analysis.saving import state_dict_saved
 from migrator.analysis import dotted_name
 from migrator.analysis.wrapped import MODULE_API, WrappedUse, forward_in_training_step, prepared_model_at, wrapped_uses
 from migrator.edits import replace
+from migrator.analysis.walk import descendants
 from migrator.rule import Example, FixAvailability, Rule
 
 
@@ -144,10 +145,33 @@ class PreparedModelAttribute(Rule):
                 continue  # DDP's own switch, set on the wrapper: inert on the bare model of one process
             if use.attr == "state_dict" and self._saved(use):
                 continue  # AM501 unwraps a saved state dict
+            if use.attr.startswith("named_") and self._names_matched_by_their_end(use.attribute):
+                continue
             self._check(use)
         self._traced()
         self._handed_model_uses()
         self._read_by_other_files()
+
+    def _names_matched_by_their_end(self, attribute: cst.Attribute) -> bool:
+        """`for name, param in model.named_parameters(): if 'fc1.weight' in name:`: each name
+        is only searched for a part of it (`in`, `.endswith(...)`), which DDP's `module.`
+        prefix leaves matching (reader R20: a false alarm in a max-norm constraint)."""
+        call = self.analysis.parent(attribute)
+        loop = self.analysis.parent(call) if isinstance(call, cst.Call) else None
+        if not isinstance(loop, cst.For) or loop.iter is not call or not isinstance(loop.target, cst.Tuple):
+            return False
+        first = loop.target.elements[0].value if loop.target.elements else None
+        if not isinstance(first, cst.Name):
+            return False
+        for node in descendants(loop.body):
+            if not (isinstance(node, cst.Name) and node.value == first.value):
+                continue
+            up = self.analysis.parent(node)
+            searched = isinstance(up, cst.ComparisonTarget) and isinstance(up.operator, (cst.In, cst.NotIn)) and up.comparator is node
+            ends = isinstance(up, cst.Attribute) and up.attr.value == "endswith"
+            if not (searched or ends):
+                return False
+        return True
 
     def _hands_a_loader(self, call: cst.Call) -> bool:
         """The call hands a DataLoader too (each process's share of the data)."""

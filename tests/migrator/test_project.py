@@ -5286,3 +5286,29 @@ def test_a_template_layer_only_copied_in_a_model_picked_by_module_name_is_known_
     assert built == {("models/Transformer.py", "Model"), ("models/Linear.py", "Model")}
     unused = dict(project.unused_models(sources, indexed)["run.py"])
     assert unused == {"x.Model": "layer self.encoder Encoder of `Model`, whose copies (`copy.deepcopy`) run in its place, in models/Transformer.py"}
+
+
+@pytest.mark.parametrize("test, named", [("'fc.weight' in name", False), ("name.endswith('fc.weight')", False), ("name == 'fc.weight'", True)])
+def test_a_parameter_name_searched_for_its_end_keeps_matching_under_ddp_s_prefix(tmp_path, test, named) -> None:
+    """A max-norm constraint over `model.named_parameters()` that picks its weight by
+    `'fc.weight' in name` still finds `module.fc.weight` on the DDP wrapper: no AM205
+    (reader R20's false alarm); an exact `name == 'fc.weight'` no longer matches."""
+    script = textwrap.dedent(f'''\
+        import torch
+
+        model = torch.nn.Sequential()
+        model.add_module("fc", torch.nn.Linear(4, 2))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        data = torch.utils.data.TensorDataset(torch.randn(8, 4), torch.randint(0, 2, (8,)))
+        for x, y in torch.utils.data.DataLoader(data, batch_size=4):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            with torch.no_grad():
+                for name, param in model.named_parameters():
+                    if {test}:
+                        param.clamp_(-1, 1)
+    ''')
+    results = _results([_project(tmp_path, **{"train.py": script})])
+    uses = [f for f in results["train.py"].findings if f.code == "AM205"]
+    assert bool(uses) is named, results["train.py"].findings
