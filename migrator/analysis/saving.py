@@ -141,13 +141,13 @@ def _index_parameter(analysis: "ScriptAnalysis", name: cst.Name) -> bool:
         return False
     callers = analysis.branches.callers(scope)
     positional = [p.name.value for p in (*scope.params.posonly_params, *scope.params.params)]
-    index = positional.index(name.value)
+    index = positional.index(name.value) if name.value in positional else -1  # -1: keyword-only, or `*args`
     return bool(callers) and all(_loop_target(analysis, _given(call, index, name.value), call) for call in callers)
 
 
 def _given(call: cst.Call, index: int, keyword: str) -> cst.BaseExpression | None:
     given = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == keyword), None)
-    if given is None and index < len(call.args) and call.args[index].keyword is None and not call.args[index].star:
+    if given is None and 0 <= index < len(call.args) and call.args[index].keyword is None and not call.args[index].star:
         given = call.args[index].value
     return given
 

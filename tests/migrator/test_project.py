@@ -18,7 +18,7 @@ import pytest
 from migrator.api import migrate_paths
 from migrator import project
 from migrator.config import Config
-from migrator.findings import is_refusal
+from migrator.findings import FileStatus, is_refusal
 
 TRAIN = textwrap.dedent('''\
     import torch
@@ -5312,3 +5312,33 @@ def test_a_parameter_name_searched_for_its_end_keeps_matching_under_ddp_s_prefix
     results = _results([_project(tmp_path, **{"train.py": script})])
     uses = [f for f in results["train.py"].findings if f.code == "AM205"]
     assert bool(uses) is named, results["train.py"].findings
+
+
+def test_a_keyword_only_or_starred_rank_parameter_in_a_path_is_read_without_failing(tmp_path) -> None:
+    """The loop-count reading of a rank-named parameter (analysis/saving.py) looks the
+    parameter up among the positional ones; a keyword-only `rank` or a `*ranks` is not
+    there, and the file is still migrated, not failed with an internal error."""
+    script = textwrap.dedent('''\
+        import os
+        import torch
+
+        def make(log_dir, *, rank):
+            def _thunk():
+                with open(os.path.join(log_dir, str(rank)), "w") as f:
+                    f.write("x")
+            return _thunk
+
+        def many(log_dir, *ranks):
+            return [open(os.path.join(log_dir, str(r)), "w") for r in ranks]
+
+        fns = [make("logs", rank=i) for i in range(3)]
+        many("logs", 0, 1)
+        model = torch.nn.Linear(2, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for x in torch.randn(3, 2, 2):
+            opt.zero_grad()
+            model(x).sum().backward()
+            opt.step()
+    ''')
+    result = _results([_project(tmp_path, **{"train.py": script})])["train.py"]
+    assert result.status is not FileStatus.FAILED, result.error
