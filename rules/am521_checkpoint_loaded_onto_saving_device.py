@@ -28,6 +28,11 @@ _ELSEWHERE_WHOLE = (
 )
 
 
+# in code other files run on every process that the file's Accelerator does not reach (MUNIT's
+# trainer.py: the Accelerator goes into MUNIT_Trainer, UNIT_Trainer.resume loads too)
+_UNREACHED = " (left as written: no Accelerator reaches {where}; pass `map_location=\"cpu\"` there; `load_state_dict` copies each tensor to where the model is)"
+
+
 # in a set-up that hands its model to another file's training and creates no Accelerator
 _HANDED = (
     " (left as written: this file hands `{model}` to the training of `{spelling}`, which gets no Accelerator; "
@@ -68,8 +73,9 @@ class CheckpointLoadedOntoSavingDevice(Rule):
     ## Known limits
     A load whose tensors are used otherwise (data, embeddings) keeps its device, and so
     does one that already says where (`map_location=`). In code other files of the run
-    call on every process, in a file given no Accelerator, the load is named and left as
-    written, with `map_location="cpu"` as the remedy; so is a load into a model that a
+    call on every process, in a file given no Accelerator or where its Accelerator does not
+    reach (a second trainer class beside the one it goes into), the load is named and left
+    as written, with `map_location="cpu"` as the remedy; so is a load into a model that a
     file with no Accelerator builds and hands to the training of another file that gets
     none (the hand migration's to place).
     """
@@ -119,6 +125,10 @@ class CheckpointLoadedOntoSavingDevice(Rule):
                 continue
             accelerator = analysis.accelerator_at(fact.node)
             if accelerator is None:
+                if run_by_other_files(analysis, fact.node, config.run_callers, config.project_unpassed):
+                    scope = analysis.scope_of(fact.node)
+                    where = f"`{scope.name.value}`" if isinstance(scope, cst.FunctionDef) else "this code"
+                    self.report(fact.node, note=_UNREACHED.format(where=where))
                 continue
             self.report(fact.node, edits=[replace(fact.node, _mapped(fact.node, accelerator))], note="")
 

@@ -252,14 +252,18 @@ def _instance_methods(source: bytes, f: FileIndex, files: dict[str, FileIndex]) 
 
 def instance_method_calls(source: bytes, f: FileIndex, files: dict[str, FileIndex]) -> set[tuple[str, tuple[str, str], str]]:
     """Each `name.method(...)` this file calls on an instance of the run's classes, and
-    `name(...)` (its `__call__`: `early_stopping(loss, model)`): (name, (path, class), method)."""
+    `name(...)` (its `__call__`: `early_stopping(loss, model)`): (name, (path, class), method).
+    A name bound to instances of several classes (FileIndex.picked) calls the method of each
+    class that defines it."""
     instances = instances_of(source, f, files)
-    if not instances:
+    if not instances and not f.picked:
         return set()
     tree = ast.parse(source)
     found = set()
     for node in ast.walk(tree):
         func = node.func if isinstance(node, ast.Call) else None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in f.picked:
+            found |= {(func.value.id, made, func.attr) for made in f.picked[func.value.id] if _defines(files, made, func.attr)}
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in instances:
             found.add((func.value.id, instances[func.value.id], func.attr))
         elif isinstance(func, ast.Attribute) and (held := _self_attribute(func.value)) in instances:
@@ -267,6 +271,12 @@ def instance_method_calls(source: bytes, f: FileIndex, files: dict[str, FileInde
         elif isinstance(func, ast.Name) and func.id in instances:
             found.add((func.id, instances[func.id], "__call__"))
     return found
+
+
+def _defines(files: dict[str, FileIndex], target: tuple[str, str], method: str) -> bool:
+    owner = files.get(target[0])
+    function = owner.functions.get(target[1]) if owner is not None else None
+    return function is not None and function.is_class and any(name == method for name, _ in function.methods)
 
 
 def _is_class(files: dict[str, FileIndex], target: tuple[str, str]) -> bool:

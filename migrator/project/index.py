@@ -80,7 +80,8 @@ class FileIndex:
     instances: dict[str, tuple[str, str]] = field(default_factory=dict)  # `es = utils.EarlyStopping(...)`: es → the class
     bases: dict[str, set[tuple[str, str]]] = field(default_factory=dict)  # own class → (file, class) of other files it builds on
     class_calls: set[tuple[str, str]] = field(default_factory=set)  # (file, "Class.method") called on another file's class
-    # `valid_dataset = eval('dataset.' + name)(...)`: valid_dataset → the classes module `dataset` holds
+    # `valid_dataset = eval('dataset.' + name)(...)`: valid_dataset → the classes module `dataset` holds;
+    # `trainer = MUNIT_Trainer(c)` / `trainer = UNIT_Trainer(c)` in two branches: trainer → both
     picked: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
@@ -1188,8 +1189,10 @@ def _index_file(
                 result.calls.append(_call(node, spelling, target, id(node) in main_only))
     for node, target, spelling in _calls_of_picked_modules(path, tree, run, root, trees or {}):
         result.calls.append(_call(node, spelling, target, id(node) in main_only))
-    result.instances = {name: follow(made) for name, made in _instances(tree, modules, functions).items()}
-    result.picked = _picked_instances(tree, modules, run, root, trees or {})
+    one, several = _instances(tree, modules, functions)
+    result.instances = {name: follow(made) for name, made in one.items()}
+    result.picked = {name: tuple(follow(m) for m in made) for name, made in several.items()}
+    result.picked.update(_picked_instances(tree, modules, run, root, trees or {}))
     for node in ast.walk(tree):  # `ConfigParser.from_args(args)`: a method called on a class of another file
         func = node.func if isinstance(node, ast.Call) else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in functions and id(node) not in main_only:
@@ -1446,9 +1449,11 @@ def chain(node: ast.AST) -> str | None:
     return None
 
 
-def _instances(tree: ast.Module, modules, functions) -> dict[str, tuple[str, str]]:
+def _instances(tree: ast.Module, modules, functions) -> tuple[dict[str, tuple[str, str]], dict[str, tuple[tuple[str, str], ...]]]:
     """Names bound to a call of something of another file of the run, and to nothing else
-    (`es = utils.EarlyStopping(patience=5)`): what their calls (`es(score, model)`) run. A
+    (`es = utils.EarlyStopping(patience=5)`): what their calls (`es(score, model)`) run;
+    and, apart, names bound to calls of several of them and nothing else (MUNIT's `trainer =
+    MUNIT_Trainer(config)` in one branch, `trainer = UNIT_Trainer(config)` in the next). A
     name bound again to a wrapper of itself (`self.model = nn.DataParallel(self.model)`,
     `convert_model(self.model).cuda()`) still holds the instance underneath, and a name
     bound to such a name or to its `.module` (lidar-bonnetal's `self.model_single =
@@ -1480,7 +1485,11 @@ def _instances(tree: ast.Module, modules, functions) -> dict[str, tuple[str, str
         made = {found.get(h) for h in held} | set(bound[name])
         if len(made) == 1 and None not in made:
             found[name] = made.pop()
-    return found
+    several = {
+        name: tuple(sorted(set(made))) for name, made in bound.items()
+        if name not in found and name not in aliases and None not in made and len(set(made)) > 1
+    }
+    return found, several
 
 
 def _call(node: ast.Call, spelling: str, target: tuple[str, str], main_only: bool) -> "Call":

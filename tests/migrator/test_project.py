@@ -5342,3 +5342,64 @@ def test_a_keyword_only_or_starred_rank_parameter_in_a_path_is_read_without_fail
     ''')
     result = _results([_project(tmp_path, **{"train.py": script})])["train.py"]
     assert result.status is not FileStatus.FAILED, result.error
+
+
+def test_both_classes_a_name_may_hold_are_the_code_other_files_run(tmp_path) -> None:
+    """MUNIT's train.py binds `trainer` to MUNIT_Trainer in one branch and UNIT_Trainer in the
+    next, then calls `trainer.resume(...)`: both classes' resume run on every process. The
+    file's Accelerator goes into the first class; the second class's load gets no
+    map_location from it, so it is named with the remedy (reader R18, session 32)."""
+    trainer = textwrap.dedent('''\
+        import torch
+
+
+        class First:
+            def __init__(self, size):
+                self.net = torch.nn.Linear(size, 2)
+                self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+
+            def update(self, x, y):
+                self.opt.zero_grad()
+                loss = torch.nn.functional.cross_entropy(self.net(x), y)
+                loss.backward()
+                self.opt.step()
+
+            def resume(self, path):
+                self.net.load_state_dict(torch.load(path + "/first.pt"))
+
+
+        class Second:
+            def __init__(self, size):
+                self.net = torch.nn.Linear(size, 2)
+                self.opt = torch.optim.SGD(self.net.parameters(), lr=0.1)
+
+            def update(self, x, y):
+                self.opt.zero_grad()
+                loss = torch.nn.functional.cross_entropy(self.net(x), y)
+                loss.backward()
+                self.opt.step()
+
+            def resume(self, path):
+                self.net.load_state_dict(torch.load(path + "/second.pt"))
+    ''')
+    train = textwrap.dedent('''\
+        import sys
+        import torch
+        from trainer import First, Second
+
+        if sys.argv[1] == "first":
+            trainer = First(4)
+        elif sys.argv[1] == "second":
+            trainer = Second(4)
+        else:
+            sys.exit("first or second")
+        trainer.resume("checkpoints")
+        data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.randint(0, 2, (64,)))
+        loader = torch.utils.data.DataLoader(data, batch_size=8, shuffle=True)
+        for x, y in loader:
+            trainer.update(x, y)
+    ''')
+    results = _results([_project(tmp_path, **{"train.py": train, "trainer.py": trainer})])
+    loads = {f.start.line: f.message for f in results["trainer.py"].findings if f.code == "AM521"}
+    assert set(loads) == {16, 31}, results["trainer.py"].findings
+    assert 'no Accelerator reaches `resume`; pass `map_location="cpu"` there' in loads[31]
