@@ -16,7 +16,7 @@ import libcst as cst
 
 from migrator.analysis.collect import Binding, Facts, target_names
 from migrator.analysis.names import ImportTable, dotted_name
-from migrator.analysis.walk import walk
+from migrator.analysis.walk import descendants, walk
 
 
 class Role(enum.Enum):
@@ -298,10 +298,61 @@ def own_batch_iterators(facts: Facts) -> set[str]:
         if not any((dotted_name(b.value) or "").endswith("DataLoader") for b in cls.bases)
         and any(isinstance(s, cst.FunctionDef) and s.name.value in ("__iter__", "__next__") for s in cls.body.body)
     }
+    listed = _list_makers(facts)
     return set(library_batch_iterators(facts)) | {
         b.name for b in facts.bindings
-        if classes and b.element is None and isinstance(b.value, cst.Call) and dotted_name(b.value.func) in classes
+        if b.element is None and isinstance(b.value, cst.Call) and (
+            classes and dotted_name(b.value.func) in classes or _own_callee(b.value.func) in listed
+        )
     }
+
+
+def _own_callee(func: cst.BaseExpression) -> str | None:
+    """`create_batches` of `self.create_batches()` or `create_batches()`."""
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        return func.attr.value
+    return None
+
+
+def _list_makers(facts: Facts) -> set[str]:
+    """Functions (and methods) of this file, defined once, that hand back a plain list
+    they build (SimGNN's `create_batches`: `batches = []`, slices appended, `return
+    batches`; or `return [...]`): what they return is no DataLoader, whatever a loop over
+    it trains on."""
+    out = set()
+    for name, functions in facts.functions.items():
+        if len(functions) != 1:
+            continue
+        returns = [n.value for n in descendants(functions[0]) if isinstance(n, cst.Return)]
+        if returns and all(_built_list(functions[0], value) for value in returns):
+            out.add(name)
+    return out
+
+
+def _built_list(function: cst.FunctionDef, value: cst.BaseExpression | None) -> bool:
+    """A list literal or comprehension, or a name bound only to one, holding no loader
+    (`[train_loader, DataLoader(...)]` is a list of them; so is a list they are appended to)."""
+    if isinstance(value, (cst.List, cst.ListComp)):
+        return not _mentions_a_loader(value)
+    if not isinstance(value, cst.Name):
+        return False
+    name = value.value
+    bound, appended = [], []
+    for n in descendants(function):
+        if isinstance(n, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name for t in n.targets):
+            bound.append(n.value)
+        elif isinstance(n, cst.Call) and dotted_name(n.func) in (f"{name}.append", f"{name}.extend"):
+            appended.append(n)
+    return (
+        bool(bound) and all(isinstance(v, (cst.List, cst.ListComp)) and not _mentions_a_loader(v) for v in bound)
+        and not any(_mentions_a_loader(call) for call in appended)
+    )
+
+
+def _mentions_a_loader(node: cst.CSTNode) -> bool:
+    return any(isinstance(n, cst.Name) and "loader" in n.value.lower() for n in descendants(node))
 
 
 # torchtext's (legacy) iterators batch a Dataset of their own kind and shuffle with their own state

@@ -66,3 +66,41 @@ def test_an_iterator_built_in_the_call_by_a_class_of_the_caller_is_not_prepared(
     engine = results["engine.py"]
     assert _prepared(engine.after) == "model, optimizer", engine.after
     assert any(f.code == "AM218" for f in engine.findings)
+
+
+def test_a_list_of_batches_a_method_of_the_file_builds_is_no_loader() -> None:
+    """SimGNN's `batches = self.create_batches()` (slices of a shuffled list appended to
+    `batches = []`, handed back) is iterated by the training loop: it is no DataLoader, so
+    it is not named for prepare(), and AM218 says nothing splits the data."""
+    source = textwrap.dedent('''\
+        import random
+        import torch
+
+
+        class Trainer:
+            def __init__(self, data):
+                self.data = data
+                self.model = torch.nn.Linear(4, 1)
+
+            def create_batches(self):
+                random.shuffle(self.data)
+                batches = []
+                for start in range(0, len(self.data), 8):
+                    batches.append(self.data[start:start + 8])
+                return batches
+
+            def fit(self):
+                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+                for epoch in range(2):
+                    batches = self.create_batches()
+                    for batch in batches:
+                        self.optimizer.zero_grad()
+                        self.model(torch.stack(batch)).pow(2).mean().backward()
+                        self.optimizer.step()
+
+
+        Trainer([torch.randn(4) for _ in range(32)]).fit()
+    ''')
+    result = migrate_source(source, "train.py", Config())
+    assert not [f for f in result.findings if "batches" in f.message and f.code in ("AM201", "AM950")], result.findings
+    assert any(f.code == "AM218" for f in result.findings), result.findings
