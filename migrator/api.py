@@ -207,6 +207,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     objects keep a file open for writing (project/open_files.py: `project_file_keepers`), and the
     optional parameters no call of the run passes (project/unpassed.py: `project_unpassed`), and its calls
     of helpers that split a data set with a global generator (project/splits.py: `project_splits`), and
+    the global generators the callers of its code seed (project/seeds.py: `project_seeded`), and
     of helpers that freeze or unfreeze a model's parameters (project/freezers.py: `project_freezers`), and its calls of another
     file's classes that keep a TensorBoard writer (project/loggers.py: `project_loggers`), and its
     calls of another file's functions that silence print off the main process
@@ -234,7 +235,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_wrapped_loaders": (b"__iter__",), "project_hand_wrapped": (b"DataParallel",), "project_wrapping_calls": (b"DataParallel",),
         "project_handed_loggers": (b"Writer(", b"Logger(", b"Visdom("), "project_model_readers": (b"import",),
         "project_main_flags": (b"rank", b"is_main", b"is_master"),
-        "project_savers": (b".save(",), "project_file_keepers": (b"open(",), "project_batch_params": (b".numpy()",), "project_unpassed": (b"=None", b"= None"), "project_splits": (b"shuffle", b"perm", b"sample"), "project_freezers": (b"requires_grad",),
+        "project_savers": (b".save(",), "project_file_keepers": (b"open(",), "project_batch_params": (b".numpy()",), "project_unpassed": (b"=None", b"= None"), "project_splits": (b"shuffle", b"perm", b"sample"), "project_seeded": (b"train_test_split", b"random_split"), "project_freezers": (b"requires_grad",),
     }
     wanted = [f for f, mark in marks.items() if any(m in i.source.data for m in mark for i in readable)]
     if len(readable) < 2 or not wanted:
@@ -262,7 +263,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_sharded_loaders": project.sharded_loader_calls, "project_sharded_params": project.sharded_params, "project_sharding_readers": project.sharding_reader_calls, "project_gathering_readers": project.gathering_reader_calls,
         "project_savers": project.saver_calls, "project_batch_params": project.batch_params,
         "project_file_keepers": project.file_keeper_calls, "project_unpassed": project.unpassed_params,
-        "project_splits": project.split_helper_calls, "project_freezers": project.freezer_calls,
+        "project_splits": project.split_helper_calls, "project_seeded": project.seeded_by_callers, "project_freezers": project.freezer_calls,
         "project_hand_wrapped": project.hand_wrapped_attributes, "project_main_flags": project.main_flags,
         "project_wrapping_calls": project.wrapping_calls, "project_handed_loggers": project.handed_loggers,
         "project_model_readers": project.model_attribute_readers,

@@ -60,7 +60,9 @@ class DataSplitPerProcess(Rule):
     In a run of several files, a call of another file's helper that does the same by hand
     (SR-GNN's `split_validation`: `np.random.shuffle` of the indices, then `[:n_train]` and
     `[n_train:]`) is reported too, unless the generator it draws from is seeded first; so
-    is a split in a launched script that drives a model object of the run.
+    is a split in a launched script that drives a model object of the run, and a library
+    split in code other files of the run call on every process, unless those files seed the
+    generator it draws from first.
 
     ## Known limits
     Splits written by hand in the script itself (`np.random.permutation` of indices,
@@ -82,6 +84,7 @@ class DataSplitPerProcess(Rule):
         self._text_splits()
         # a launched script that drives a model object of the run splits on every process too
         if not (analysis.migrating or analysis.has_accelerator or self.ctx.config.project_drives):
+            self._splits_run_elsewhere()
             return
         self._split_helpers()
         for c in analysis.facts.calls:
@@ -95,6 +98,32 @@ class DataSplitPerProcess(Rule):
             suggestion = "generator=torch.Generator().manual_seed(0)" if keyword == "generator" else "random_state=0"
             seeded = "torch" if keyword == "generator" else "NumPy"
             self.report(c.node, call=shown, remedy=f"pass `{suggestion}` (or seed {seeded} alike on every process first)")
+
+    def _splits_run_elsewhere(self) -> None:
+        """In code other files of the run call on every process (ClusterGCN's
+        `ClusteringMachine.decompose()`, splitting each cluster's nodes with
+        `train_test_split`), a library split no seed of this file nor of those callers
+        (`Config.project_seeded`) makes alike."""
+        config = self.ctx.config
+        if not config.run_callers:
+            return
+        for c in self.analysis.facts.calls:
+            spec = _SPLITS.get(c.qualified or "")
+            if spec is None:
+                continue
+            keyword, position, seeds = spec
+            if _given(c.node, keyword, position) or self._seeded_before(c, seeds | _SEED_ALL) or seeds & set(config.project_seeded):
+                continue
+            if not run_by_other_files(self.analysis, c.node, config.run_callers, config.project_unpassed):
+                continue
+            shown = f"{dotted_name(c.node.func) or c.qualified}(...)"
+            suggestion = "generator=torch.Generator().manual_seed(0)" if keyword == "generator" else "random_state=0"
+            seeded = "torch" if keyword == "generator" else "NumPy"
+            remedy = (
+                f"other files of the run call this code on every process, and none seeds {seeded} first: pass "
+                f"`{suggestion}` here (or seed {seeded} alike on every process before the call)"
+            )
+            self.report(c.node, call=shown, remedy=remedy)
 
     def _text_splits(self) -> None:
         """`train_data, valid_data = train_data.split()` of a torchtext data set: drawn from

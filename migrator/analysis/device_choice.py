@@ -389,8 +389,9 @@ def _option_flag_choices(facts: Facts, parent: Callable, chosen: set) -> list[De
     """`parser.add_argument("--gpu", action="store_true")` read as `args.gpu` by an `if`
     that moves something (`if args.gpu: x = x.cuda()`), with no device variable: the
     switch the user flips to train on the GPU, so `cpu=not args.gpu`. Only a
-    store_true/store_false switch counts (an option that holds a GPU index does not say
-    "CPU" when it is 0), and only when the parsed namespace is bound once."""
+    store_true/store_false switch, or an option read as a bool (`type=str2bool`), counts
+    (an option that holds a GPU index does not say "CPU" when it is 0), and only when the
+    parsed namespace is bound once."""
     parsed = [b for b in facts.bindings if b.element is None and _is_parse_args(b.value) and "." not in b.name]
     if len(parsed) != 1 or parsed[0].scope in chosen:
         return []
@@ -421,7 +422,8 @@ def _is_parse_args(value: cst.BaseExpression | None) -> bool:
 
 
 def _switches(facts: Facts) -> set[str]:
-    """The destinations of `add_argument(..., action="store_true"|"store_false")`."""
+    """The destinations of `add_argument(..., action="store_true"|"store_false")` and of
+    options read as a bool (`type=str2bool`)."""
     out = set()
     for c in facts.calls:
         call = c.node
@@ -429,7 +431,8 @@ def _switches(facts: Facts) -> set[str]:
             continue
         keywords = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
         action = keywords.get("action")
-        if not (isinstance(action, cst.SimpleString) and action.evaluated_value in {"store_true", "store_false"}):
+        switch = isinstance(action, cst.SimpleString) and action.evaluated_value in {"store_true", "store_false"}
+        if not switch and not _read_as_bool(keywords.get("type")):
             continue
         dest = keywords.get("dest")
         if isinstance(dest, cst.SimpleString):
@@ -440,6 +443,13 @@ def _switches(facts: Facts) -> set[str]:
         if longs:
             out.add(longs[0].lstrip("-").replace("-", "_"))
     return out
+
+
+def _read_as_bool(kind: cst.BaseExpression | None) -> bool:
+    """`type=str2bool` (ssd.pytorch's `--cuda`, `default=True`), `type=strtobool`,
+    `type=bool`: an option read as true or false is a switch too (`--cuda false`)."""
+    name = (dotted_name(kind) or "").rpartition(".")[2].lower() if kind is not None else ""
+    return "bool" in name
 
 
 def _gates_moves(facts: Facts, name: str, negated: bool = False) -> bool:

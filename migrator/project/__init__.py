@@ -55,6 +55,7 @@ from migrator.project.freezers import freezer_calls
 from migrator.project.hand_wrapped import hand_wrapped_attributes, wrapping_calls
 from migrator.project.handed_loggers import handed_loggers
 from migrator.project.open_files import file_keeper_calls
+from migrator.project.seeds import seeded_by_callers
 from migrator.project.splits import split_helper_calls
 from migrator.project.unpassed import unpassed_params
 from migrator.project.loggers import logger_calls
@@ -74,5 +75,5 @@ from migrator.project.writers import writer_calls, writers_callers_gate
 
 __all__ = [
     "Call", "FileIndex", "Function", "Outcome", "SEPARATOR", "STUB",
-    "batch_params", "called_elsewhere", "candidates", "decide", "dir_maker_calls", "distribution_calls", "download_calls", "download_draw_calls", "driving_calls", "entered_calls", "evaluation_calls", "entering_calls", "evaluations_left_whole", "file_keeper_calls", "freezer_calls", "gathering_reader_calls", "hand_wrapped_attributes", "handed_loggers", "index", "inheriting_calls", "installed_packages", "iterator_params", "launched", "linked", "loader_calls", "logger_calls", "main_flags", "member_calls", "meter_calls", "model_attribute_readers", "output_writer_calls", "module_reader_calls", "placing_calls", "print_silencer_calls", "refused_alone", "refused_trainers", "role_calls", "saver_calls", "sharded_loader_calls", "sharded_params", "sharding_reader_calls", "split_helper_calls", "state_calls", "subclassed_elsewhere", "trainers_called", "unpassed_params", "unused_models", "with_reasons", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "wrapped_loader_facts", "wrapping_calls", "writer_calls", "writers_callers_gate",
+    "batch_params", "called_elsewhere", "candidates", "decide", "dir_maker_calls", "distribution_calls", "download_calls", "download_draw_calls", "driving_calls", "entered_calls", "evaluation_calls", "entering_calls", "evaluations_left_whole", "file_keeper_calls", "freezer_calls", "gathering_reader_calls", "hand_wrapped_attributes", "handed_loggers", "index", "inheriting_calls", "installed_packages", "iterator_params", "launched", "linked", "loader_calls", "logger_calls", "main_flags", "member_calls", "meter_calls", "model_attribute_readers", "output_writer_calls", "module_reader_calls", "placing_calls", "print_silencer_calls", "refused_alone", "refused_trainers", "role_calls", "saver_calls", "seeded_by_callers", "sharded_loader_calls", "sharded_params", "sharding_reader_calls", "split_helper_calls", "state_calls", "subclassed_elsewhere", "trainers_called", "unpassed_params", "unused_models", "with_reasons", "with_stub", "with_unthreaded", "without_share_findings", "without_stub", "wrapped_loader_facts", "wrapping_calls", "writer_calls", "writers_callers_gate",
 ]

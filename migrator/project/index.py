@@ -1328,7 +1328,37 @@ def _imported(path: str, tree: ast.Module, run: dict[str, str], root: str, trees
     functions = {k: v for k, v in functions.items() if k not in bound}
     for local, target in _local_imports(path, tree, run, root, extended, others).items():
         functions.setdefault(local, target)
-    return modules | _submodules(modules, run), functions
+    modules = modules | _submodules(modules, run)
+    functions.update(_renamed(tree, modules, functions))
+    return modules, functions
+
+
+def _renamed(tree: ast.Module, modules: dict[str, str], functions: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    """`Exp = Exp_Main` (Autoformer's run.py, inside main(), then `exp = Exp(args)` and
+    `exp.test(setting)`), or `Exp = experiments.Exp_Main`: a name bound once, to a function
+    or class of another file of the run, is that function or class."""
+    stores: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores[node.id] = stores.get(node.id, 0) + 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stores[node.name] = stores.get(node.name, 0) + 1
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                stores[local] = stores.get(local, 0) + 1
+    out = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name, value = node.targets[0].id, node.value
+        if stores.get(name) != 1 or name in functions or name in modules:
+            continue
+        if isinstance(value, ast.Name) and value.id in functions:
+            out[name] = functions[value.id]
+        elif isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id in modules:
+            out[name] = (modules[value.value.id], value.attr)
+    return out
 
 
 def _local_imports(

@@ -168,6 +168,8 @@ def test_batches_of_a_loader_that_is_never_prepared_keep_their_moves():
         ('parser.add_argument("-gpu", action="store_true")\nif args.gpu:\n    model.cuda()', "not args.gpu"),
         ('parser.add_argument("--no-cuda", action="store_true")\nif not args.no_cuda:\n    model.cuda()', "args.no_cuda"),
         ('parser.add_argument("--fast", dest="use_gpu", action="store_true")\nif args.use_gpu:\n    model.cuda()', "not args.use_gpu"),
+        # an option read as a bool is a switch too (ssd.pytorch's `--cuda false`, reader R25)
+        ('parser.add_argument("--cuda", default=True, type=str2bool)\nif args.cuda:\n    model.cuda()', "not args.cuda"),
         # an option holding a GPU index is no switch
         ('parser.add_argument("--gpu", type=int, default=None)\nif args.gpu:\n    model.cuda()', None),
     ],

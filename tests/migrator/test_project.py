@@ -5403,3 +5403,83 @@ def test_both_classes_a_name_may_hold_are_the_code_other_files_run(tmp_path) -> 
     loads = {f.start.line: f.message for f in results["trainer.py"].findings if f.code == "AM521"}
     assert set(loads) == {16, 31}, results["trainer.py"].findings
     assert 'no Accelerator reaches `resume`; pass `map_location="cpu"` there' in loads[31]
+
+
+def test_a_class_of_another_file_renamed_in_the_caller_is_followed(tmp_path) -> None:
+    """Autoformer's run.py says `Exp = Exp_Main` in main(), then `exp = Exp(args)` and
+    `exp.test(setting)`: the methods it calls are code other files run on every process,
+    so the test's writes are named (reader R24: result.txt appended N times, unnamed)."""
+    experiment = textwrap.dedent('''\
+        import torch
+
+
+        class Experiment:
+            def __init__(self, size):
+                self.model = torch.nn.Linear(size, 1)
+
+            def train(self, loader):
+                opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+                for x, y in loader:
+                    opt.zero_grad()
+                    torch.nn.functional.mse_loss(self.model(x), y).backward()
+                    opt.step()
+
+            def test(self, setting):
+                f = open("result.txt", "a")
+                f.write(setting + "\\n")
+                f.close()
+    ''')
+    run = textwrap.dedent('''\
+        import torch
+        from experiment import Experiment
+
+
+        def main():
+            Exp = Experiment
+            data = torch.utils.data.TensorDataset(torch.randn(32, 4), torch.randn(32, 1))
+            loader = torch.utils.data.DataLoader(data, batch_size=8, shuffle=True)
+            exp = Exp(4)
+            exp.train(loader)
+            exp.test("first")
+
+
+        if __name__ == "__main__":
+            main()
+    ''')
+    results = _results([_project(tmp_path, **{"run.py": run, "experiment.py": experiment})])
+    writes = [f for f in results["experiment.py"].findings if f.code == "AM517"]
+    assert [f.start.line for f in writes] == [16], results["experiment.py"].findings
+
+
+@pytest.mark.parametrize("caller_seeds", [False, True])
+def test_a_library_split_in_code_other_files_run_is_named_unless_a_caller_seeds_it(tmp_path, caller_seeds) -> None:
+    """ClusterGCN's clustering.py splits each cluster with `train_test_split` and no
+    `random_state`, called from main.py, which seeds only torch: every process draws its own
+    split (reader R24). A caller that seeds NumPy alike makes the draws agree."""
+    machine = textwrap.dedent('''\
+        import torch
+        from sklearn.model_selection import train_test_split
+
+
+        class Machine:
+            def __init__(self, nodes):
+                self.nodes = nodes
+
+            def decompose(self):
+                self.train_nodes, self.test_nodes = train_test_split(self.nodes, test_size=0.2)
+    ''')
+    seed = "    np.random.seed(0)\n" if caller_seeds else ""
+    main = (
+        "import numpy as np\nimport torch\nfrom machine import Machine\n\n\ndef main():\n"
+        "    torch.manual_seed(0)\n" + seed + "    machine = Machine(list(range(100)))\n    machine.decompose()\n"
+        "    model = torch.nn.Linear(4, 1)\n    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    for node in machine.train_nodes:\n        opt.zero_grad()\n        model(torch.randn(1, 4)).sum().backward()\n"
+        "        opt.step()\n\n\nif __name__ == \"__main__\":\n    main()\n"
+    )
+    results = _results([_project(tmp_path, **{"main.py": main, "machine.py": machine})])
+    splits = [f for f in results["machine.py"].findings if f.code == "AM227"]
+    if caller_seeds:
+        assert not splits, splits
+    else:
+        assert [f.start.line for f in splits] == [10], results["machine.py"].findings
+        assert "none seeds NumPy first: pass `random_state=0` here" in splits[0].message
