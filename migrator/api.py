@@ -104,10 +104,10 @@ def _shared_side_effects(text: str, config: Config) -> bool:
     return bool(config.run_callers) and (helpers or any(word in text for word in _SHARED_EFFECTS))
 
 
-# what AM517, AM518, AM519 and AM234 look for in code other files of the run call
+# what AM517, AM518, AM519, AM234 and AM227 look for in code other files of the run call
 _SHARED_EFFECTS = (
     "makedirs", "mkdir", "FileHandler", "basicConfig", "open(", "savefig", "save(", "savetxt", "to_csv", "dump(",
-    "Monitor", "Normalize",
+    "Monitor", "Normalize", "train_test_split",
 )
 
 

@@ -262,7 +262,8 @@ class PreparedModelAttribute(Rule):
             alone = (
                 ", on the main process only: it trains nothing, is handed no loader and hands nothing back, so every"
                 " process would only repeat it (and what it writes and prints)"
-                if not trains and not self._hands_a_loader(fact.node) and self._result_unused(fact.node) else ""
+                if not trains and attr != "load_state_dict" and not self._hands_a_loader(fact.node)
+                and self._result_unused(fact.node) else ""  # a load changes the model: every process makes it
             )
             then = (
                 f"read it there through `accelerator.unwrap_model({param})` (it trains `{name}`: hand it the prepared one)"

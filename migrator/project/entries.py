@@ -165,6 +165,9 @@ def called_elsewhere(sources: dict[str, bytes], files: dict[str, FileIndex]) -> 
         for owner, method in f.class_calls:  # `ConfigParser.from_args(args)`, a classmethod
             if owner != path and owner in files:
                 out.setdefault(owner, set()).add(method)
+        for owner, name in f.handed:  # BigGAN's `functools.partial(utils.sample, ...)`, called through the partial
+            if owner != path and owner in files:
+                out.setdefault(owner, set()).add(name)
     return {path: tuple(sorted(names)) for path, names in out.items()}
 
 

@@ -75,6 +75,8 @@ class FileIndex:
     functions: dict[str, Function] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
     values: set[tuple[str, str]] = field(default_factory=set)  # run functions used as values here
+    # ... of those, the ones handed to a call (`functools.partial(utils.sample, G=G)`, `mp.spawn(worker)`): run by it
+    handed: set[tuple[str, str]] = field(default_factory=set)
     local_uses: set[str] = field(default_factory=set)  # names of own functions read in this file
     words: set[str] = field(default_factory=set)  # every identifier the file mentions
     instances: dict[str, tuple[str, str]] = field(default_factory=dict)  # `es = utils.EarlyStopping(...)`: es → the class
@@ -1199,11 +1201,17 @@ def _index_file(
             owner = follow(functions[func.value.id])
             if owner is not None:
                 result.class_calls.add((owner[0], f"{owner[1]}.{func.attr}"))
+    arguments = {
+        id(a) for n in ast.walk(tree) if isinstance(n, ast.Call) and id(n) not in main_only
+        for a in [*n.args, *(k.value for k in n.keywords)]
+    }
     for node in ast.walk(tree):
         if isinstance(node, (ast.Name, ast.Attribute)) and id(node) not in called:
             target, _ = _target(node, modules, functions)
             if target is not None:
                 result.values.add(follow(target))
+                if id(node) in arguments:
+                    result.handed.add(follow(target))
         if isinstance(node, ast.Name) and id(node) not in called:
             result.local_uses.add(node.id)
         if isinstance(node, ast.Name):

@@ -5483,3 +5483,71 @@ def test_a_library_split_in_code_other_files_run_is_named_unless_a_caller_seeds_
     else:
         assert [f.start.line for f in splits] == [10], results["machine.py"].findings
         assert "none seeds NumPy first: pass `random_state=0` here" in splits[0].message
+
+
+def test_a_load_helper_of_a_handed_model_is_not_sent_to_the_main_process(tmp_path) -> None:
+    """BigGAN's train.py calls `utils.load_weights(G, ...)` on the model it hands to a
+    training left as written: a load changes the model, so every process makes it; a
+    helper that only reads the state (`utils.show(G)`) may run on the main process alone
+    (reader R23: the advice to load on the main process only broke the resume)."""
+    files = {
+        "models.py": (
+            "import torch\n\n\nclass Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.fc = torch.nn.Linear(4, 4)\n        self.optim = torch.optim.SGD(self.parameters(), lr=0.1)\n\n"
+            "    def forward(self, x):\n        return self.fc(x)\n"
+        ),
+        "engine.py": (
+            "def make_train(G):\n    def train(x):\n        G.optim.zero_grad()\n        loss = G(x).pow(2).mean()\n"
+            "        loss.backward()\n        G.optim.step()\n        return loss.item()\n    return train\n"
+        ),
+        "utils.py": (
+            "import torch\n\n\ndef load_weights(G, path):\n    G.load_state_dict(torch.load(path))\n\n\n"
+            "def show(G):\n    print(G.state_dict().keys())\n"
+        ),
+        "train.py": (
+            "import sys\nimport torch\nimport engine\nimport models\nimport utils\n\ndevice = \"cuda\"\n"
+            "G = models.Net().to(device)\nif len(sys.argv) > 1:\n    utils.load_weights(G, sys.argv[1])\nutils.show(G)\n"
+            "train = engine.make_train(G)\nfor x in torch.randn(10, 8, 4):\n    train(x.to(device))\n"
+        ),
+    }
+    results = _results([_project(tmp_path, **files)])
+    notes = {f.start.line: f.message for f in results["train.py"].findings if f.code == "AM205"}
+    assert "hand `utils.load_weights` `accelerator.unwrap_model(G)`)" in notes[10], notes
+    assert "hand `utils.show` `accelerator.unwrap_model(G)`, on the main process only" in notes[11], notes
+
+
+def test_a_function_handed_to_a_partial_by_another_file_is_code_other_files_run(tmp_path) -> None:
+    """BigGAN's train.py makes `sample = functools.partial(utils.sample, G=G, ...)` and its
+    training calls the partial: `utils.sample` runs on every process, and its
+    `nn.parallel.data_parallel(G, ...)` fails on all but the first (AM235, reader R23)."""
+    utils = textwrap.dedent('''\
+        import torch
+        import torch.nn as nn
+
+
+        def sample(G, parallel):
+            z = torch.randn(8, 4)
+            with torch.no_grad():
+                if parallel:
+                    return nn.parallel.data_parallel(G, (z,))
+                return G(z)
+    ''')
+    train = textwrap.dedent('''\
+        import functools
+        import torch
+        import utils
+
+        G = torch.nn.Linear(4, 4)
+        opt = torch.optim.SGD(G.parameters(), lr=0.1)
+        sampler = functools.partial(utils.sample, G=G, parallel=True)
+        data = torch.utils.data.TensorDataset(torch.randn(32, 4))
+        for (x,) in torch.utils.data.DataLoader(data, batch_size=8):
+            opt.zero_grad()
+            G(x).pow(2).mean().backward()
+            opt.step()
+        print(sampler().shape)
+    ''')
+    results = _results([_project(tmp_path, **{"train.py": train, "utils.py": utils})])
+    calls = [f for f in results["utils.py"].findings if f.code == "AM235"]
+    assert [f.start.line for f in calls] == [9], results["utils.py"].findings
+    assert "other files of the run call this code on every process" in calls[0].message
