@@ -229,7 +229,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
         "project_enters": (b"import",), "project_called": (b"import",), "project_called_any": (b"import",), "project_writers": (b"open(", b"save(", b"save_image", b"copy"),
         "project_loggers": (b"Writer(",), "project_inherits": (b"class ",), "project_bases": (b"class ",), "project_print_silencers": (b".print",),
         "project_evaluations": (b"import",), "project_placing": (b"import",), "project_loaders": (b"DataLoader",), "project_drives": (b"import",),
-        "project_iterators": (b"__next__", b"__iter__", b"batch"), "project_module_readers": (b".module",),
+        "project_iterators": (b"__next__", b"__iter__", b"batch", b"= [", b"list("), "project_module_readers": (b".module",),
         "project_sharded_loaders": (b"DistributedSampler",), "project_sharded_params": (b"DistributedSampler",), "project_sharding_readers": (b"DistributedSampler",), "project_gathering_readers": (b"DistributedSampler",), "project_dir_makers": (b"mkdir", b"makedirs"),
         "project_output_writers": (b"save", b"open("),
         "project_wrapped_loaders": (b"__iter__",), "project_hand_wrapped": (b"DataParallel",), "project_wrapping_calls": (b"DataParallel",),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.analysis import Role
+from migrator.analysis import Role, dotted_name
 from migrator.analysis.roles import TENSOR_MAKERS, library_batch_iterators, own_batch_iterators
 from migrator.rule import Example, Rule
 
@@ -167,10 +167,10 @@ class UnsplitTrainingData(Rule):
                 return self._library_batches(loop, iterators)
             if loop.iter_name in handed:
                 line = self.analysis.position(loop.node).start.line
-                return (
-                    f"the batches of `{loop.iter_name}` (line {line}), a batch iterator another file of the run makes: "
-                    "no DataLoader, so prepare() cannot take it"
+                made = "a list an object of another file of the run holds" if "." in loop.iter_name else (
+                    "a batch iterator another file of the run makes"
                 )
+                return f"the batches of `{loop.iter_name}` (line {line}), {made}: no DataLoader, so prepare() cannot take it"
         return None
 
     def _library_batches(self, loop, iterators: dict[str, tuple[str, str]]) -> str:
@@ -254,9 +254,9 @@ def _iterates_something(analysis, node: cst.CSTNode, iterators: frozenset[str] =
             raw = current.iter
             while isinstance(raw, cst.Call) and _name(raw.func) in _WRAPPERS and raw.args:
                 raw = raw.args[0].value
-            if isinstance(raw, cst.Name) and raw.value in iterators:
+            if dotted_name(raw) in iterators:
                 current = analysis.parent(current)
-                continue  # a batch iterator of the project's own: seen into, nothing splits it
+                continue  # a batch iterator of the project's own (or a list it holds): seen into, nothing splits it
             source = _bound_value(analysis, current.iter, current)
             while isinstance(source, cst.Call) and _name(source.func) in _WRAPPERS and source.args:
                 source = _bound_value(analysis, source.args[0].value, current)

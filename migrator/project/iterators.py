@@ -15,15 +15,19 @@ import os
 
 from migrator.analysis.ast_imports import qualify
 from migrator.analysis.roles import library_batch_iterator
+from migrator.project.entries import instances_of
 from migrator.project.index import FileIndex, chain, resolve_module, run_root, trees_mentioning
 
 
 def iterator_params(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
     """For each file of the run: the parameters of its functions (and of its classes'
-    `__init__`) that a caller in another file hands a batch iterator of the run's own, and
-    the names it binds to a library's batch iterators another file's function returns."""
+    `__init__`) that a caller in another file hands a batch iterator of the run's own, the
+    names it binds to a library's batch iterators another file's function returns, and the
+    plain lists it reaches on an object of the run's classes (`self.machine.clusters`)."""
     out: dict[str, set[str]] = {}
     for path, names in _bound_to_library_iterators(sources, files).items():
+        out.setdefault(path, set()).update(names)
+    for path, names in _plain_lists_of_handed_objects(sources, files).items():
         out.setdefault(path, set()).update(names)
     names = {name.encode() for f in files.values() for name, function in f.functions.items() if function.batch_iterator}
     if not names:
@@ -175,3 +179,42 @@ def _own_nodes(function: ast.FunctionDef):
         node = todo.pop()
         yield node
         todo.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, nested))
+
+
+# what a plain list is made by
+_LIST_MAKERS = {"list", "sorted", "range", "tuple"}
+
+
+def _plain_lists_of_handed_objects(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, set[str]]:
+    """ClusterGCN's trainer keeps the `ClusteringMachine` main.py hands it
+    (`self.clustering_machine`) and trains in a loop over `self.clustering_machine.clusters`,
+    which that class binds only to lists (`[c for c in range(n)]`, `list(set(parts))`): no
+    DataLoader, so nothing splits what the loop trains on (AM218 says so). For each file: the
+    `name.attribute` chains it reads on objects of the run's classes whose class binds
+    `self.attribute` to nothing but a list."""
+    lists: dict[tuple[str, str], set[str]] = {}
+    for path, tree, _ in trees_mentioning(sources, files, (b"self.",)):
+        for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
+            bound: dict[str, list[ast.expr]] = {}
+            for node in ast.walk(cls):
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                    for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                            bound.setdefault(target.attr, []).append(node.value)
+            plain = {attr for attr, values in bound.items() if all(_a_plain_list(v) for v in values)}
+            if plain:
+                lists[(path, cls.name)] = plain
+    out: dict[str, set[str]] = {}
+    for path, f in files.items() if lists else ():
+        source = sources.get(path, b"")
+        for name, made in instances_of(source, f, files).items():
+            for attr in lists.get(made, ()):
+                if f"{name}.{attr}".encode() in source:
+                    out.setdefault(path, set()).add(f"{name}.{attr}")
+    return out
+
+
+def _a_plain_list(value: ast.expr) -> bool:
+    if isinstance(value, (ast.List, ast.ListComp, ast.Tuple)):
+        return True
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _LIST_MAKERS

@@ -104,3 +104,43 @@ def test_a_list_of_batches_a_method_of_the_file_builds_is_no_loader() -> None:
     result = migrate_source(source, "train.py", Config())
     assert not [f for f in result.findings if "batches" in f.message and f.code in ("AM201", "AM950")], result.findings
     assert any(f.code == "AM218" for f in result.findings), result.findings
+
+
+def test_a_list_an_object_of_another_file_holds_is_named_as_unsplit_data(tmp_path) -> None:
+    """ClusterGCN's trainer keeps the ClusteringMachine main.py hands it and trains in a
+    loop over `self.clustering_machine.clusters`, which that class binds only to lists: no
+    DataLoader, every process trains on all of it (reader R24)."""
+    machine = textwrap.dedent('''\
+        import torch
+
+
+        class Machine:
+            def __init__(self, count):
+                self.clusters = [c for c in range(count)]
+                self.features = {c: torch.randn(8, 4) for c in self.clusters}
+    ''')
+    trainer = textwrap.dedent('''\
+        import random
+        import torch
+
+
+        class Trainer:
+            def __init__(self, machine):
+                self.machine = machine
+                self.model = torch.nn.Linear(4, 1)
+
+            def train(self):
+                self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+                for epoch in range(2):
+                    random.shuffle(self.machine.clusters)
+                    for cluster in self.machine.clusters:
+                        self.optimizer.zero_grad()
+                        self.model(self.machine.features[cluster]).pow(2).mean().backward()
+                        self.optimizer.step()
+    ''')
+    main = "from machine import Machine\nfrom trainer import Trainer\n\nmachine = Machine(10)\nTrainer(machine).train()\n"
+    for name, text in {"machine.py": machine, "trainer.py": trainer, "main.py": main}.items():
+        (tmp_path / name).write_text(text)
+    results = {os.path.basename(r.path): r for r in migrate_paths([str(tmp_path)], Config())}
+    unsplit = [f for f in results["trainer.py"].findings if f.code == "AM218"]
+    assert unsplit and "`self.machine.clusters` (line 14), a list an object of another file" in unsplit[0].message, results["trainer.py"].findings
