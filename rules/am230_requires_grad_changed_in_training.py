@@ -20,8 +20,10 @@ class RequiresGradChangedInTraining(Rule):
     over `named_children()` hands out) setting `p.requires_grad`,
     `model.backbone.requires_grad_(False)`, or a call of another file's helper that does
     either (deep-person-reid's `open_specified_layers(model, ...)` at the start of each
-    epoch), in a loop, or in a function a loop of the file calls. A whole model frozen and
-    opened again (a GAN's discriminator during the generator's step) is not reported:
+    epoch), in a loop, or in a function a loop of the file calls; and a part a module's
+    `forward` runs under `torch.set_grad_enabled(flag)`, the flag one of its parameters
+    (BigGAN's `G_D` runs its generator so, without gradients in the discriminator's step).
+    A whole model frozen and opened again (a GAN's discriminator during the generator's step) is not reported:
     DDP handles it. In a script being
     migrated, and in code other files of the run call on every process. Nothing is
     changed, and the migration of such a script is not written (AM960 says why).
@@ -99,12 +101,40 @@ class RequiresGradChangedInTraining(Rule):
                 sites.append((fact.node, f"`{cst.Module([]).code_for_node(func.value)}.requires_grad_(False)`", _names_in(func.value)))
             elif dotted_name(func) in helpers:
                 sites.append((fact.node, f"`{dotted_name(func)}()`", set()))
+        switched = self._grad_switched_parts()
+        sites += switched
         for site, what, walked in sites:
-            if not self._during_training(site, walked, 0):
-                continue
+            if not any(site is s for s, *_ in switched) and not self._during_training(site, walked, 0):
+                continue  # a forward runs at every step
             if shared and not run_by_other_files(analysis, site, config.run_callers, config.project_unpassed):
                 continue
             self.report(site, what=what)
+
+    def _grad_switched_parts(self) -> list[tuple[cst.CSTNode, str, set[str]]]:
+        """`with torch.set_grad_enabled(train_G): G_z = self.G(z)` in a module's `forward`,
+        the switch one of its parameters (BigGAN's G_D, run with `train_G=False` for the
+        discriminator's step): on those steps the part's parameters get no gradient."""
+        analysis = self.analysis
+        out = []
+        for with_ in analysis.nodes("With"):
+            function = analysis.branches.function_of(with_)
+            if function is None or function.name.value != "forward" or id(function) not in analysis.facts.method_of:
+                continue
+            params = {p.name.value for p in function.params.params}
+            for item in with_.items:  # type: ignore[attr-defined]
+                call = item.item
+                if not (isinstance(call, cst.Call) and (analysis.imports.qualify(call.func) or "") == "torch.set_grad_enabled"):
+                    continue
+                if not (call.args and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value in params):
+                    continue
+                parts = sorted({
+                    dotted_name(n.func) for n in analysis.nodes_under(with_.body, "Call")  # type: ignore[attr-defined]
+                    if isinstance(n.func, cst.Attribute) and dotted_name(n.func.value) == "self"
+                })
+                if parts:
+                    switch = call.args[0].value.value
+                    out.append((call, f"`{parts[0]}(...)` under `torch.set_grad_enabled({switch})`", set()))
+        return out
 
     def _part_variables(self) -> set[str]:
         """Names a loop binds to a model's parts (`for name, module in model.named_children()`)."""

@@ -5551,3 +5551,49 @@ def test_a_function_handed_to_a_partial_by_another_file_is_code_other_files_run(
     calls = [f for f in results["utils.py"].findings if f.code == "AM235"]
     assert [f.start.line for f in calls] == [9], results["utils.py"].findings
     assert "other files of the run call this code on every process" in calls[0].message
+
+
+def test_a_part_a_forward_runs_under_a_grad_switch_is_named_where_other_files_train_it(tmp_path) -> None:
+    """BigGAN's G_D runs its generator under `torch.set_grad_enabled(train_G)`, and the
+    discriminator's step passes `train_G=False`: the generator's parameters get no gradient
+    on those steps, and DDP over the pair stops at the next one without
+    find_unused_parameters=True (reader R23's 2-process probe). A switch that is no
+    parameter of forward is not this."""
+    models = textwrap.dedent('''\
+        import torch
+        import torch.nn as nn
+
+
+        class Pair(nn.Module):
+            def __init__(self, G, D):
+                super().__init__()
+                self.G = G
+                self.D = D
+
+            def forward(self, z, train_G=False):
+                with torch.set_grad_enabled(train_G):
+                    fake = self.G(z)
+                with torch.set_grad_enabled(True):
+                    return self.D(fake)
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        import models
+
+        G, D = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+        pair = models.Pair(G, D)
+        opt_G = torch.optim.SGD(G.parameters(), lr=0.1)
+        opt_D = torch.optim.SGD(D.parameters(), lr=0.1)
+        data = torch.utils.data.TensorDataset(torch.randn(32, 4))
+        for (z,) in torch.utils.data.DataLoader(data, batch_size=8):
+            opt_D.zero_grad()
+            pair(z).mean().backward()
+            opt_D.step()
+            opt_G.zero_grad()
+            (-pair(z, train_G=True).mean()).backward()
+            opt_G.step()
+    ''')
+    results = _results([_project(tmp_path, **{"train.py": train, "models.py": models})])
+    switched = [f for f in results["models.py"].findings if f.code == "AM230"]
+    assert [(f.start.line, f.start.col) for f in switched] == [(12, 14)], results["models.py"].findings
+    assert "`self.G(...)` under `torch.set_grad_enabled(train_G)`" in switched[0].message
