@@ -551,7 +551,7 @@ def _unnamed_training(
 # (it names no driven training, nor why that was not migrated).
 _SIDE_EFFECTS = frozenset({
     "AM510", "AM511", "AM517", "AM518", "AM519", "AM520", "AM523", "AM915", "AM218", "AM227", "AM229", "AM230", "AM231",
-    "AM234", "AM235",
+    "AM234", "AM919",
 })
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.analysis.reach import RUN_CALLS_IT, run_by_other_files
 from migrator.edits import remove, replace
 from migrator.rule import Example, FixAvailability, Rule
 
@@ -53,14 +54,16 @@ class DataParallelInForward(Rule):
     input: a tuple passed there would have been unpacked by `data_parallel`);
     `output_device` is absent or None (the plain call's result stays on this process's
     device); `module_kwargs` becomes `**module_kwargs`. `device_ids` and `dim` only say how
-    to split, and go. `nn.DataParallel(...)` is AM210's.
+    to split, and go. `nn.DataParallel(...)` is AM210's. In code other files of the run
+    call on every process, in a file given no Accelerator, the call is named and left as
+    written.
     """
 
     code = "AM919"
     name = "data-parallel-in-forward"
     message = (
         "`{callee}(...)` spreads the batch over GPUs of one process; with one device per process the "
-        "plain call `{plain}` computes the same"
+        "plain call `{plain}` computes the same{note}"
     )
     fix_title = "Call the module directly"
     fix = FixAvailability.SOMETIMES
@@ -83,14 +86,38 @@ class DataParallelInForward(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         analysis = self.analysis
-        if not analysis.migrating or (analysis.imports.qualify(node.func) or "") not in _DATA_PARALLEL:
+        if (analysis.imports.qualify(node.func) or "") not in _DATA_PARALLEL:
+            return
+        if not analysis.migrating:
+            self._in_code_run_elsewhere(node)
             return
         plain = _plain_call(node, _function_of(analysis, node))
         if plain is None:
             return  # the verifier reports it beside the migration (migrator/verify/distribution.py)
         callee = cst.Module([]).code_for_node(node.func)
         edit = _collapsed_branch(analysis, node, plain) or replace(node, plain)
-        self.report(node, edits=[edit], callee=callee, plain=cst.Module([]).code_for_node(plain))
+        self.report(node, edits=[edit], callee=callee, plain=cst.Module([]).code_for_node(plain), note="")
+
+    def _in_code_run_elsewhere(self, node: cst.Call) -> None:
+        """In a file given no Accelerator, code other files of the run call on every
+        process (BigGAN-PyTorch's `utils.sample`, reached through a `functools.partial`
+        of train.py, under `--parallel`): on every process but the first the call raises
+        ("module must have its parameters and buffers on device cuda:0")."""
+        config = self.ctx.config
+        if not config.run_callers or not run_by_other_files(self.analysis, node, config.run_callers, config.project_unpassed):
+            return
+        plain = _plain_call(node, _function_of(self.analysis, node))
+        bound = _bound(node)
+        module = bound.get("module") if bound is not None else None
+        shown = cst.Module([]).code_for_node(plain) if plain is not None else (
+            f"{cst.Module([]).code_for_node(module)}(...)" if module is not None else "of the module"
+        )
+        note = (
+            f" ({RUN_CALLS_IT}, and this file gets no Accelerator: each launched process owns one GPU, so on every "
+            "process but the first it fails (the module is not on cuda:0); call the module directly, with its inputs "
+            "on this process's device)"
+        )
+        self.report(node, callee=cst.Module([]).code_for_node(node.func), plain=shown, note=note)
 
 
 def _collapsed_branch(analysis, call: cst.Call, plain: cst.Call):

@@ -5519,7 +5519,7 @@ def test_a_load_helper_of_a_handed_model_is_not_sent_to_the_main_process(tmp_pat
 def test_a_function_handed_to_a_partial_by_another_file_is_code_other_files_run(tmp_path) -> None:
     """BigGAN's train.py makes `sample = functools.partial(utils.sample, G=G, ...)` and its
     training calls the partial: `utils.sample` runs on every process, and its
-    `nn.parallel.data_parallel(G, ...)` fails on all but the first (AM235, reader R23)."""
+    `nn.parallel.data_parallel(G, ...)` fails on all but the first (AM919, reader R23)."""
     utils = textwrap.dedent('''\
         import torch
         import torch.nn as nn
@@ -5548,7 +5548,7 @@ def test_a_function_handed_to_a_partial_by_another_file_is_code_other_files_run(
         print(sampler().shape)
     ''')
     results = _results([_project(tmp_path, **{"train.py": train, "utils.py": utils})])
-    calls = [f for f in results["utils.py"].findings if f.code == "AM235"]
+    calls = [f for f in results["utils.py"].findings if f.code == "AM919"]
     assert [f.start.line for f in calls] == [9], results["utils.py"].findings
     assert "other files of the run call this code on every process" in calls[0].message
 
