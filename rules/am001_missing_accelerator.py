@@ -90,11 +90,14 @@ class MissingAccelerator(Rule):
         statement = cst.parse_statement(_creation(self.analysis.accelerator, [o.code for o in options], setup.block.owner))
         if isinstance(setup.block.owner, cst.Module) and setup.before is not setup.block.body[0]:
             statement = statement.with_changes(leading_lines=[cst.EmptyLine()])
+        note = self._built_elsewhere(setup.block.owner)
+        if not self.ctx.config.fix and any(o.code == "cpu=True" for o in options):
+            note += _CPU_ONLY  # a lint, or a migration left as written: the hand migration needs to know
         self.report(
             setup.before,
             edits=[insert_before(setup.before, statement)],
             add_imports=[ImportChange(self.ctx.target.module, name) for name in _imported(options)],
-            note=self._built_elsewhere(setup.block.owner),
+            note=note,
         )
 
     def _built_elsewhere(self, owner: cst.CSTNode) -> str:
@@ -135,6 +138,13 @@ class MissingAccelerator(Rule):
             "tensors it keeps), and hand it in with the model prepared)"
         )
         self.report(first.target, note=note)
+
+
+# the script moves nothing to a GPU (SimGNN builds every batch on the CPU): what the migration would write
+_CPU_ONLY = (
+    " (the script never moves anything to a GPU: create it as `Accelerator(cpu=True)` to train on the CPU as "
+    "before, or on GPUs move the tensors it builds to `accelerator.device`)"
+)
 
 
 def _creation(name: str, arguments: list[str], owner: cst.CSTNode) -> str:

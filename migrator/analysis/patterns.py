@@ -101,8 +101,9 @@ def find_patterns(
 
 
 def _trains(facts: Facts, backward_loops: set[int]) -> bool:
-    """A loop calls backward, or a closure does that is handed to `optimizer.step(closure)`
-    (LBFGS: the closure is defined in the step loop and run by the optimizer)."""
+    """A loop calls backward, or a function a loop calls does, or a closure does that is
+    handed to `optimizer.step(closure)` (LBFGS: the closure is defined in the step loop and
+    run by the optimizer)."""
     if backward_loops:
         return True
     stepped = {
@@ -110,11 +111,22 @@ def _trains(facts: Facts, backward_loops: set[int]) -> bool:
         if isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "step" and c.loops
         for arg in c.node.args if isinstance(arg.value, cst.Name)
     }
+    # ... or a function a loop calls (SimGNN's `loss = self.process_batch(batch)` in fit's loop)
+    looped = {_callee(c.node.func) for c in facts.calls if c.loops} - {None}
     return any(
         isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "backward"
-        and isinstance(c.scope, cst.FunctionDef) and c.scope.name.value in stepped
+        and isinstance(c.scope, cst.FunctionDef) and (c.scope.name.value in stepped or c.scope.name.value in looped)
         for c in facts.calls
     )
+
+
+def _callee(func: cst.BaseExpression) -> str | None:
+    """`process_batch` of `self.process_batch(...)` and of `process_batch(...)`."""
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+        return func.attr.value
+    return None
 
 
 def _never_on_a_device(facts: Facts, roles: RoleTable) -> bool:

@@ -265,3 +265,44 @@ def test_a_device_from_a_helper_of_the_file_is_a_choice_the_migrator_does_not_re
     )
     assert "cpu" not in {o.keyword for o in analysis.patterns.options}
     assert "get_device()" in analysis.patterns.cpu_problem
+
+
+def test_a_cpu_script_training_in_a_function_its_loop_calls_stays_on_the_cpu():
+    """SimGNN's fit() loops over batches and calls `self.process_batch(batch)`, which builds
+    the batch's tensors on the CPU and calls backward: nothing names a device, so the
+    migration keeps it on the CPU (`cpu=True`) rather than move the model alone to a GPU
+    (reader R27)."""
+    analysis = _analyze('''\
+        import torch
+
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+        def process_batch(x):
+            optimizer.zero_grad()
+            loss = model(x).sum()
+            loss.backward()
+            optimizer.step()
+
+
+        for step in range(10):
+            process_batch(torch.randn(2, 4))
+    ''')
+    assert {o.keyword: o.value for o in analysis.patterns.options}.get("cpu") == "True"
+
+
+def test_the_lint_of_a_cpu_script_says_the_accelerator_keeps_it_on_the_cpu():
+    """A lint (and a migration left as written, whose findings are a lint's) writes no
+    `Accelerator(cpu=True)`: AM001 says it, for the hand migration."""
+    from migrator.api import migrate_source
+    from migrator.config import Config
+
+    source = "import torch\n\nmodel = torch.nn.Linear(4, 1)\noptimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n" + (
+        "for step in range(10):\n    optimizer.zero_grad()\n    model(torch.randn(2, 4)).sum().backward()\n    optimizer.step()\n"
+    )
+    linted = migrate_source(source, "train.py", Config(fix=False))
+    migrated = migrate_source(source, "train.py", Config())
+    assert "create it as `Accelerator(cpu=True)`" in next(f.message for f in linted.findings if f.code == "AM001")
+    assert "Accelerator(cpu=True)" in migrated.after
+    assert "create it as" not in next(f.message for f in migrated.findings if f.code == "AM001")
