@@ -10,6 +10,19 @@ from migrator.rule import Example, Rule
 
 # the package's two ways in: swap the layers (and wrap), or patch a DataParallel over layers already swapped
 _SYNCING = ("convert_model", "patch_replication_callback")
+_REMEDIES = {
+    "convert_model": (
+        "convert it with `torch.nn.SyncBatchNorm.convert_sync_batchnorm(...)` instead, before prepare(), for"
+        " statistics over every process's batch; it runs on CUDA tensors only"
+    ),
+    # the layers are the package's own (BigGAN's take `gain=`/`bias=` in their forward, which
+    # torch's SyncBatchNorm does not): converting them is no drop-in change
+    "patch_replication_callback": (
+        "the model's layers are the package's own: leave the synchronization off under the launcher (each process"
+        " normalizes its own batch), or rebuild them as `torch.nn.SyncBatchNorm` where their forward takes only the"
+        " input, for statistics over every process's batch (CUDA tensors only)"
+    ),
+}
 
 
 class BatchnormSyncedAcrossReplicasOnly(Rule):
@@ -98,9 +111,6 @@ class BatchnormSyncedAcrossReplicasOnly(Rule):
                 continue
             if shared and not run_by_other_files(analysis, fact.node, config.run_callers, config.project_unpassed):
                 continue
-            remedy = (
-                "convert it with `torch.nn.SyncBatchNorm.convert_sync_batchnorm(...)` instead, before prepare(), for"
-                " statistics over every process's batch; it runs on CUDA tensors only"
-            )
+            remedy = _REMEDIES[qualified.rsplit(".", 1)[-1]]
             note = f" ({RUN_CALLS_IT}; {remedy})" if shared else f" (left as written: {remedy})"
             self.report(fact.node, call=f"{dotted_name(fact.node.func)}()", note=note)

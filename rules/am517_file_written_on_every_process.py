@@ -30,6 +30,10 @@ _WRITERS = {
     # a tree removed to be written again (`if os.path.exists(dst): shutil.rmtree(dst)` before
     # `shutil.copytree(src, dst)`): one process deleting what another is writing fails both
     "shutil.rmtree": (0, "path"),
+    # a file removed (BigGAN's MetricsLogger: `if os.path.exists(fname): os.remove(fname)`, built on every
+    # process): the process that finds it gone after the others checked fails with FileNotFoundError
+    "os.remove": (0, "path"),
+    "os.unlink": (0, "path"),
     "joblib.dump": (1, "filename"),
     "scipy.io.savemat": (0, "file_name"),
 }
@@ -54,6 +58,8 @@ _PIL_MAKERS = ("PIL.Image.fromarray", "PIL.Image.open", "PIL.Image.new")
 
 
 _SAME_FILE = "N processes write the same file at once"
+_REMOVERS = {"os.remove", "os.unlink", "shutil.rmtree"}
+_REMOVED = "N processes remove the same file at once, and one that finds it gone after checking fails (FileNotFoundError)"
 _KEPT_OPEN = (
     " (left as written: every process uses the object it makes; make it on the main process only where the others"
     " need nothing of it (`if accelerator.is_main_process: sys.stdout = Logger(...)`), or give each process a file"
@@ -85,7 +91,8 @@ class FileWrittenOnEveryProcess(Rule):
     under `if accelerator.is_main_process:`: a statement that is one call of
     `torchvision.utils.save_image`, `matplotlib.pyplot.savefig`, `numpy.save`/`savez`/
     `savetxt`, `torch.onnx.export`, `shutil.copyfile`/`copy`/`copy2`/`copytree` (and the
-    `shutil.rmtree` that clears its destination first), `joblib.dump`, a pandas frame's
+    `shutil.rmtree` that clears its destination first), `os.remove`/`os.unlink` (an old
+    log cleared: the last process to look finds it gone), `joblib.dump`, a pandas frame's
     `to_csv`/`to_json`/`to_excel`/... (`pd.DataFrame(log).to_csv(path)`, or a name bound to
     a frame pandas made in the same scope), a whole `with open(path, "w") as f:` block (any
     writing mode), or an archive unpacked (`tar.extractall()`, `shutil.unpack_archive`,
@@ -218,7 +225,7 @@ class FileWrittenOnEveryProcess(Rule):
             if why is not None and not analysis.migrating:  # a launched script driving a model object of the run
                 why = f"{DRIVEN_LATER}; write it on the main process then"
             fields = {"call": shown, "path": _short(path) if path is not call else "a file",
-                      "consequence": self._consequence(path) if path is not call else _SAME_FILE}
+                      "consequence": self._consequence(path, call) if path is not call else _SAME_FILE}
             if why is not None:
                 self.report(call, note=f" (left as written: {why})", **fields)
             else:
@@ -259,7 +266,7 @@ class FileWrittenOnEveryProcess(Rule):
             if unpacks or self._copy_of_a_save(fact, function):
                 continue  # an unpacked download is AM220's, at the call; a checkpoint's copy goes with AM510's save
             if run_by_other_files(analysis, call, self.ctx.config.run_callers, self.ctx.config.project_unpassed):
-                fields = {"call": shown, "path": _short(path) if path is not call else "a file", "consequence": self._consequence(path)}
+                fields = {"call": shown, "path": _short(path) if path is not call else "a file", "consequence": self._consequence(path, call)}
                 read_back = path is not call and self._read_back(path, call, same_function=True)
                 returns = any(value is not None for value in returned_values(function))
                 note = _ELSEWHERE_RETURNING.replace("{function}", function.name.value) if returns else _ELSEWHERE
@@ -479,13 +486,14 @@ class FileWrittenOnEveryProcess(Rule):
         elsewhere = not helper and run_by_other_files(self.analysis, call, config.run_callers, config.project_unpassed)
         return not branches.callers(function) and not elsewhere or branches.runs_only_on_main(call)
 
-    def _consequence(self, path: cst.BaseExpression) -> str:
+    def _consequence(self, path: cst.BaseExpression, call: cst.Call | None = None) -> str:
         """A path drawn at random on each process (`runs/<random.randint(...)>`) names a
         folder of its own per process: not one file written N times, but N copies of the
-        run's records, each in a place of its own."""
+        run's records, each in a place of its own. A removal races otherwise."""
         draw = unseeded_draw(self.analysis, path)
         if draw is None:
-            return _SAME_FILE
+            removes = call is not None and (self.analysis.imports.qualify(call.func) or "") in _REMOVERS
+            return _REMOVED if removes else _SAME_FILE
         shown = f"{dotted_name(draw.func) or 'a random draw'}()"
         remedy = "draw it on the main process and share it" if unique_draw(draw, self.analysis) else (
             "seed the generator alike on every process, or draw it on the main process and share it"

@@ -5597,3 +5597,42 @@ def test_a_part_a_forward_runs_under_a_grad_switch_is_named_where_other_files_tr
     switched = [f for f in results["models.py"].findings if f.code == "AM230"]
     assert [(f.start.line, f.start.col) for f in switched] == [(12, 14)], results["models.py"].findings
     assert "`self.G(...)` under `torch.set_grad_enabled(train_G)`" in switched[0].message
+
+
+def test_a_file_removed_by_code_other_files_run_is_named_as_a_race(tmp_path) -> None:
+    """BigGAN's MetricsLogger, built by train.py on every process, removes its old log:
+    `if os.path.exists(self.fname): os.remove(self.fname)`. The process that finds the file
+    gone after the others checked fails with FileNotFoundError (reader R26's probe)."""
+    logs = textwrap.dedent('''\
+        import os
+        import torch
+
+
+        class MetricsLogger:
+            def __init__(self, fname):
+                self.fname = fname
+                if os.path.exists(self.fname):
+                    os.remove(self.fname)
+
+            def log(self, value):
+                print(value)
+    ''')
+    train = textwrap.dedent('''\
+        import torch
+        import logs
+
+        logger = logs.MetricsLogger("metrics.jsonl")
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        data = torch.utils.data.TensorDataset(torch.randn(32, 4))
+        for (x,) in torch.utils.data.DataLoader(data, batch_size=8):
+            opt.zero_grad()
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            logger.log(loss.item())
+    ''')
+    results = _results([_project(tmp_path, **{"train.py": train, "logs.py": logs})])
+    removals = [f for f in results["logs.py"].findings if f.code == "AM517"]
+    assert [f.start.line for f in removals] == [9], results["logs.py"].findings
+    assert "fails (FileNotFoundError)" in removals[0].message
