@@ -58,7 +58,7 @@ _PIL_MAKERS = ("PIL.Image.fromarray", "PIL.Image.open", "PIL.Image.new")
 
 
 _SAME_FILE = "N processes write the same file at once"
-_REMOVERS = {"os.remove", "os.unlink", "shutil.rmtree"}
+_REMOVERS = {"os.remove", "os.unlink"}
 _REMOVED = "N processes remove the same file at once, and one that finds it gone after checking fails (FileNotFoundError)"
 _KEPT_OPEN = (
     " (left as written: every process uses the object it makes; make it on the main process only where the others"

@@ -19,6 +19,7 @@ from migrator.analysis.names import dotted_name
 from migrator.analysis.device import device_variables
 from migrator.analysis.device_choice import DeviceChoice, device_choices, training_cpu
 from migrator.analysis.distributed import DistributionFacts, distribution_facts
+from migrator.analysis.loop import local_callee
 from migrator.analysis.meters import MeterSync, meter_syncs
 from migrator.analysis.metrics import MetricsGather, metrics_gathers, sharded_loop
 from migrator.analysis.options import AcceleratorOption, accelerator_options, handler_option
@@ -112,21 +113,12 @@ def _trains(facts: Facts, backward_loops: set[int]) -> bool:
         for arg in c.node.args if isinstance(arg.value, cst.Name)
     }
     # ... or a function a loop calls (SimGNN's `loss = self.process_batch(batch)` in fit's loop)
-    looped = {_callee(c.node.func) for c in facts.calls if c.loops} - {None}
+    looped = {local_callee(c.node.func) for c in facts.calls if c.loops} - {None}
     return any(
         isinstance(c.node.func, cst.Attribute) and c.node.func.attr.value == "backward"
         and isinstance(c.scope, cst.FunctionDef) and (c.scope.name.value in stepped or c.scope.name.value in looped)
         for c in facts.calls
     )
-
-
-def _callee(func: cst.BaseExpression) -> str | None:
-    """`process_batch` of `self.process_batch(...)` and of `process_batch(...)`."""
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-        return func.attr.value
-    return None
 
 
 def _never_on_a_device(facts: Facts, roles: RoleTable) -> bool:

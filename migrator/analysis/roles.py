@@ -15,6 +15,7 @@ from typing import Callable
 import libcst as cst
 
 from migrator.analysis.collect import Binding, Facts, target_names
+from migrator.analysis.loop import local_callee
 from migrator.analysis.names import ImportTable, dotted_name
 from migrator.analysis.walk import descendants, walk
 
@@ -302,18 +303,9 @@ def own_batch_iterators(facts: Facts) -> set[str]:
     return set(library_batch_iterators(facts)) | {
         b.name for b in facts.bindings
         if b.element is None and isinstance(b.value, cst.Call) and (
-            classes and dotted_name(b.value.func) in classes or _own_callee(b.value.func) in listed
+            classes and dotted_name(b.value.func) in classes or local_callee(b.value.func) in listed
         )
     }
-
-
-def _own_callee(func: cst.BaseExpression) -> str | None:
-    """`create_batches` of `self.create_batches()` or `create_batches()`."""
-    if isinstance(func, cst.Name):
-        return func.value
-    if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
-        return func.attr.value
-    return None
 
 
 def _list_makers(facts: Facts) -> set[str]:
@@ -650,8 +642,6 @@ def _returned_loader(facts: Facts, value: cst.BaseExpression | None) -> Role | N
     """`self.train_loader = self._prepare_dataloader(train_set)`: a function (or method)
     of this file whose every `return` builds a DataLoader hands out a loader. Its name says
     nothing (a `prepare_dataloader` helper is not the Accelerator's prepare)."""
-    from migrator.analysis.loop import local_callee
-
     callee = local_callee(value.func) if isinstance(value, cst.Call) else None
     defs = facts.functions.get(callee or "", [])
     if len(defs) != 1:
@@ -699,7 +689,7 @@ def _loops_through_training_calls(facts: Facts) -> list[str]:
     """`for x, y in self.train_data: self._run_batch(x, y)` where `_run_batch` calls
     backward: the innermost loop hands what it draws to a method (or function) of this
     file that trains, so what it iterates is a training loader."""
-    from migrator.analysis.loop import local_callee, training_functions
+    from migrator.analysis.loop import training_functions
 
     trains = training_functions(facts, methods=True)
     out = []
