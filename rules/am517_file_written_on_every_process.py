@@ -59,6 +59,10 @@ _PIL_MAKERS = ("PIL.Image.fromarray", "PIL.Image.open", "PIL.Image.new")
 
 _SAME_FILE = "N processes write the same file at once"
 _REMOVERS = {"os.remove", "os.unlink"}
+_REMOVED_BY_HAND = (
+    "remove it on the main process only, once no other process reads it (after `accelerator.wait_for_everyone()` "
+    "where one does)"
+)
 _REMOVED = "N processes remove the same file at once, and one that finds it gone after checking fails (FileNotFoundError)"
 _KEPT_OPEN = (
     " (left as written: every process uses the object it makes; make it on the main process only where the others"
@@ -91,8 +95,7 @@ class FileWrittenOnEveryProcess(Rule):
     under `if accelerator.is_main_process:`: a statement that is one call of
     `torchvision.utils.save_image`, `matplotlib.pyplot.savefig`, `numpy.save`/`savez`/
     `savetxt`, `torch.onnx.export`, `shutil.copyfile`/`copy`/`copy2`/`copytree` (and the
-    `shutil.rmtree` that clears its destination first), `os.remove`/`os.unlink` (an old
-    log cleared: the last process to look finds it gone), `joblib.dump`, a pandas frame's
+    `shutil.rmtree` that clears its destination first), `joblib.dump`, a pandas frame's
     `to_csv`/`to_json`/`to_excel`/... (`pd.DataFrame(log).to_csv(path)`, or a name bound to
     a frame pandas made in the same scope), a whole `with open(path, "w") as f:` block (any
     writing mode), or an archive unpacked (`tar.extractall()`, `shutil.unpack_archive`,
@@ -154,8 +157,10 @@ class FileWrittenOnEveryProcess(Rule):
     Left as a finding, with nothing changed: a writer inside a larger expression or a
     statement line with several statements, a `with` that opens more than the file, a
     block with a collective or with results used later, a file read back where no place
-    right after the write is reached by every process (a write under an `if`), and code
-    before the Accelerator exists. A writer in a function this file never calls is not reported: its callers
+    right after the write is reached by every process (a write under an `if`), code
+    before the Accelerator exists, and a file removed (`os.remove`/`os.unlink` after an
+    existence check: the last process to look finds it gone), since when no other process
+    reads it any more is the user's to say. A writer in a function this file never calls is not reported: its callers
     decide which processes run it. A PIL image made in the same function
     (`Image.fromarray(a).save(path)`) is a writer too. Paths built from the rank, and temporary
     directories, are per-process files and are left alone. A path drawn at random
@@ -222,6 +227,8 @@ class FileWrittenOnEveryProcess(Rule):
             if per_process_path(analysis, path) or self._main_only(call):
                 continue
             why, wait = self._why_not(call, path, statement)
+            if why is None and fact.qualified in _REMOVERS:
+                why = _REMOVED_BY_HAND  # the others may still read the file: when to remove it is the user's
             if why is not None and not analysis.migrating:  # a launched script driving a model object of the run
                 why = f"{DRIVEN_LATER}; write it on the main process then"
             fields = {"call": shown, "path": _short(path) if path is not call else "a file",
