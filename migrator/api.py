@@ -207,7 +207,7 @@ def _with_facts_of_other_files(items: list[_File], store: Cache | None, *, write
     objects keep a file open for writing (project/open_files.py: `project_file_keepers`), and the
     optional parameters no call of the run passes (project/unpassed.py: `project_unpassed`), and its calls
     of helpers that split a data set with a global generator (project/splits.py: `project_splits`), and
-    the global generators the callers of its code seed (project/seeds.py: `project_seeded`), and
+    the global generators the callers of its code seed (project/splits.py: `project_seeded`), and
     of helpers that freeze or unfreeze a model's parameters (project/freezers.py: `project_freezers`), and its calls of another
     file's classes that keep a TensorBoard writer (project/loggers.py: `project_loggers`), and its
     calls of another file's functions that silence print off the main process

@@ -98,7 +98,7 @@ class Config:
     project_file_keepers: tuple[tuple[str, int, str], ...] = ()  # calls of other files' classes keeping a file open for writing: (spelling, path position or -1, where) (project/open_files.py)
     project_unpassed: tuple[str, ...] = ()  # `function.parameter`: optional parameters no call of the run passes (project/unpassed.py)
     project_splits: tuple[tuple[str, str, str, str, int], ...] = ()  # calls of other files' helpers splitting data with a global generator: (spelling, draw, seed, the optional parameter it seeds with or "", its place or -1) (project/splits.py)
-    project_seeded: tuple[str, ...] = ()  # global seeds the files calling this file's code set, alike on every process (project/seeds.py)
+    project_seeded: tuple[str, ...] = ()  # global seeds the files calling this file's code set, alike on every process (project/splits.py)
     project_freezers: tuple[str, ...] = ()  # calls of other files' helpers that set requires_grad on a model's parameters (project/freezers.py)
     project_gated_writers: tuple[str, ...] = ()  # own functions that only write, called only by files of the run (their AM517) (project/writers.py)
     project_writers: tuple[tuple[str, int], ...] = ()  # calls of other files' helpers that only write a file: (spelling, path position or -1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.analysis import dotted_name
-from migrator.analysis.random_draws import per_process_seed
+from migrator.analysis.random_draws import SEED_ALL, per_process_seed
 from migrator.analysis.reach import run_by_other_files
 from migrator.rule import Example, Rule
 
@@ -26,9 +26,6 @@ _UNSEEDED_SPLIT = (
     "for x, y in loader:\n    optimizer.zero_grad()\n    ((model(x) - y) ** 2).mean().backward()\n"
     "    optimizer.step()\n"
 )
-# Seeding helpers that seed torch, NumPy and `random` at once.
-_SEED_ALL = {"accelerate.utils.set_seed", "accelerate.set_seed", "runtime.set_seed", "runtime.rng.set_seed",
-             "transformers.set_seed", "pytorch_lightning.seed_everything", "lightning.seed_everything"}
 
 
 class DataSplitPerProcess(Rule):
@@ -92,7 +89,7 @@ class DataSplitPerProcess(Rule):
             if spec is None:
                 continue
             keyword, position, seeds = spec
-            if _given(c.node, keyword, position) or self._seeded_before(c, seeds | _SEED_ALL):
+            if _given(c.node, keyword, position) or self._seeded_before(c, seeds | SEED_ALL):
                 continue
             shown = f"{dotted_name(c.node.func) or c.qualified}(...)"
             suggestion = "generator=torch.Generator().manual_seed(0)" if keyword == "generator" else "random_state=0"
@@ -112,7 +109,7 @@ class DataSplitPerProcess(Rule):
             if spec is None:
                 continue
             keyword, position, seeds = spec
-            if _given(c.node, keyword, position) or self._seeded_before(c, seeds | _SEED_ALL) or seeds & set(config.project_seeded):
+            if _given(c.node, keyword, position) or self._seeded_before(c, seeds | SEED_ALL) or seeds & set(config.project_seeded):
                 continue
             if not run_by_other_files(self.analysis, c.node, config.run_callers, config.project_unpassed):
                 continue
@@ -140,7 +137,7 @@ class DataSplitPerProcess(Rule):
             func = c.node.func
             if not (isinstance(func, cst.Attribute) and func.attr.value == "split" and dotted_name(func.value) in texts):
                 continue
-            if _given(c.node, "random_state", 3) or self._seeded_before(c, {"random.seed"} | _SEED_ALL):
+            if _given(c.node, "random_state", 3) or self._seeded_before(c, {"random.seed"} | SEED_ALL):
                 continue
             if not launched and not run_by_other_files(analysis, c.node, self.ctx.config.run_callers, self.ctx.config.project_unpassed):
                 continue
@@ -168,7 +165,7 @@ class DataSplitPerProcess(Rule):
                     f"it draws its order with `{draw}` after `{seed}({param})`, which with `{param}` left to None "
                     f"seeds from the system: pass `{param}=` the same value on every process"
                 )
-            elif self._seeded_before(c, {seed} | _SEED_ALL):
+            elif self._seeded_before(c, {seed} | SEED_ALL):
                 continue
             else:
                 remedy = f"it draws its order with `{draw}`: call `{seed}(...)` with the same value on every process before it"

@@ -23,6 +23,11 @@ DRAWS = {
     "numpy.random.randint", "numpy.random.random", "numpy.random.normal",
 }
 SEEDS = {"random.seed", "numpy.random.seed"}
+# Seeding helpers that seed torch, NumPy and `random` at once.
+SEED_ALL = frozenset({
+    "accelerate.utils.set_seed", "accelerate.set_seed", "runtime.set_seed", "runtime.rng.set_seed",
+    "transformers.set_seed", "pytorch_lightning.seed_everything", "lightning.seed_everything",
+})
 # A name made up at random: different on every process whatever the seed.
 _UNIQUE = {"uuid.uuid4", "uuid.uuid1"}
 

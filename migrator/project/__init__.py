@@ -55,8 +55,7 @@ from migrator.project.freezers import freezer_calls
 from migrator.project.hand_wrapped import hand_wrapped_attributes, wrapping_calls
 from migrator.project.handed_loggers import handed_loggers
 from migrator.project.open_files import file_keeper_calls
-from migrator.project.seeds import seeded_by_callers
-from migrator.project.splits import split_helper_calls
+from migrator.project.splits import seeded_by_callers, split_helper_calls
 from migrator.project.unpassed import unpassed_params
 from migrator.project.loggers import logger_calls
 from migrator.project.module_readers import module_reader_calls

@@ -1345,6 +1345,19 @@ def _renamed(tree: ast.Module, modules: dict[str, str], functions: dict[str, tup
     """`Exp = Exp_Main` (Autoformer's run.py, inside main(), then `exp = Exp(args)` and
     `exp.test(setting)`), or `Exp = experiments.Exp_Main`: a name bound once, to a function
     or class of another file of the run, is that function or class."""
+    candidates = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name, value = node.targets[0].id, node.value
+        if name in functions or name in modules:
+            continue
+        if isinstance(value, ast.Name) and value.id in functions:
+            candidates[name] = functions[value.id]
+        elif isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id in modules:
+            candidates[name] = (modules[value.value.id], value.attr)
+    if not candidates:
+        return {}  # most files: no second walk
     stores: dict[str, int] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -1355,18 +1368,7 @@ def _renamed(tree: ast.Module, modules: dict[str, str], functions: dict[str, tup
             for alias in node.names:
                 local = alias.asname or alias.name.split(".")[0]
                 stores[local] = stores.get(local, 0) + 1
-    out = {}
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-            continue
-        name, value = node.targets[0].id, node.value
-        if stores.get(name) != 1 or name in functions or name in modules:
-            continue
-        if isinstance(value, ast.Name) and value.id in functions:
-            out[name] = functions[value.id]
-        elif isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name) and value.value.id in modules:
-            out[name] = (modules[value.value.id], value.attr)
-    return out
+    return {name: target for name, target in candidates.items() if stores.get(name) == 1}
 
 
 def _local_imports(

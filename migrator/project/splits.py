@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 
 from migrator.analysis.ast_imports import qualify
+from migrator.analysis.random_draws import SEED_ALL
 from migrator.project.entries import instance_method_calls
 from migrator.project.index import FileIndex, class_method_calls, parameter_defaults, trees_mentioning
 
@@ -27,6 +28,34 @@ _DRAWS = {
     "random.shuffle": "random.seed", "random.sample": "random.seed", "torch.randperm": "torch.manual_seed",
 }
 _SEEDS = {"numpy.random.seed", "random.seed", "torch.manual_seed", "torch.random.manual_seed"}
+
+
+def seeded_by_callers(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[str, ...]]:
+    """For each file of the run whose code other files call: the global generators those
+    files seed, the same on every process (no rank in the arguments), as the seeds'
+    qualified names. ClusterGCN's clustering.py splits with scikit-learn's
+    `train_test_split`, drawn from NumPy's generator, while main.py, its caller, seeds only
+    torch: AM227 names such a split unless a caller seeds it (`Config.project_seeded`)."""
+    seeds = {path: _seeds_called(tree, imports) for path, tree, imports in trees_mentioning(sources, files, (b"seed",))}
+    out: dict[str, set[str]] = {}
+    for path, f in files.items():
+        for call in f.calls:
+            if call.target[0] != path and seeds.get(path):
+                out.setdefault(call.target[0], set()).update(seeds[path])
+    return {path: tuple(sorted(found)) for path, found in out.items()}
+
+
+def _seeds_called(tree: ast.Module, imports: dict[str, str]) -> set[str]:
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or "rank" in ast.unparse(node).lower():
+            continue
+        name = qualify(node.func, imports)
+        if name in _SEEDS:
+            found.add(name)
+        elif name in SEED_ALL:
+            found |= _SEEDS
+    return found
 
 
 def split_helper_calls(sources: dict[str, bytes], files: dict[str, FileIndex]) -> dict[str, tuple[tuple[str, str, str, str, int], ...]]:
